@@ -1,0 +1,29 @@
+"""Plain records of a run, written by the ports, read by everything above."""
+
+from marag.trace.records import (
+    LLMCall,
+    SearchCall,
+    Step,
+    Trace,
+    activate,
+    current_trace,
+    read_jsonl,
+    record_llm_call,
+    record_search,
+    step,
+    write_jsonl,
+)
+
+__all__ = [
+    "LLMCall",
+    "SearchCall",
+    "Step",
+    "Trace",
+    "activate",
+    "current_trace",
+    "read_jsonl",
+    "record_llm_call",
+    "record_search",
+    "step",
+    "write_jsonl",
+]

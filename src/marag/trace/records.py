@@ -1,0 +1,174 @@
+"""The record of one run: steps, each with the LLM calls and searches made inside it.
+
+Agents never write here. The strategy opens a step around each agent call
+(`with step("searcher", inputs=...)`); the LLM and retriever ports append what they did
+to whichever step is current (a context variable, so concurrent questions in one event
+loop never mix their records).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import time
+import uuid
+from pathlib import Path
+from typing import Any, Iterable, Iterator
+
+from pydantic import BaseModel, Field
+
+
+class LLMCall(BaseModel):
+    model: str
+    messages: list[dict[str, str]]
+    response: str
+    schema_name: str | None = None
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    latency_s: float = 0.0
+    cached: bool = False
+    repaired: bool = False
+    error: str | None = None
+
+
+class SearchCall(BaseModel):
+    retriever: str
+    query: str
+    k: int
+    offset: int = 0
+    hits: list[dict[str, Any]] = Field(default_factory=list)  # doc_id, chunk_id, score
+    latency_s: float = 0.0
+
+
+class Step(BaseModel):
+    agent: str
+    inputs: dict[str, Any] = Field(default_factory=dict)
+    outputs: dict[str, Any] = Field(default_factory=dict)
+    status: str = "ok"  # ok | fallback | error
+    error: str | None = None
+    started: float = Field(default_factory=time.time)
+    latency_s: float = 0.0
+    llm_calls: list[LLMCall] = Field(default_factory=list)
+    searches: list[SearchCall] = Field(default_factory=list)
+
+
+class Trace(BaseModel):
+    id: str = Field(default_factory=lambda: uuid.uuid4().hex[:12])
+    question: str = ""
+    strategy: str = ""
+    config: dict[str, Any] = Field(default_factory=dict)
+    steps: list[Step] = Field(default_factory=list)
+    answer: str | None = None
+    error: str | None = None
+
+    # -- totals read by cost accounting, the viewer and trajectory export -----------
+    def llm_calls(self) -> Iterator[LLMCall]:
+        for s in self.steps:
+            yield from s.llm_calls
+
+    def searches(self) -> Iterator[SearchCall]:
+        for s in self.steps:
+            yield from s.searches
+
+    def totals(self) -> dict[str, float]:
+        calls = list(self.llm_calls())
+        return {
+            "steps": len(self.steps),
+            "llm_calls": len(calls),
+            "prompt_tokens": sum(c.prompt_tokens for c in calls),
+            "completion_tokens": sum(c.completion_tokens for c in calls),
+            "llm_latency_s": round(sum(c.latency_s for c in calls), 4),
+            "searches": sum(1 for _ in self.searches()),
+        }
+
+
+_current_trace: contextvars.ContextVar[Trace | None] = contextvars.ContextVar(
+    "marag_trace", default=None
+)
+_current_step: contextvars.ContextVar[Step | None] = contextvars.ContextVar(
+    "marag_step", default=None
+)
+
+
+def current_trace() -> Trace | None:
+    return _current_trace.get()
+
+
+@contextlib.contextmanager
+def activate(trace: Trace) -> Iterator[Trace]:
+    """Make `trace` the one the ports write into, for the duration of the block."""
+    token = _current_trace.set(trace)
+    try:
+        yield trace
+    finally:
+        _current_trace.reset(token)
+
+
+@contextlib.contextmanager
+def step(agent: str, **inputs: Any) -> Iterator[Step]:
+    """Open a step in the current trace (a detached step when there is none)."""
+    s = Step(agent=agent, inputs=_jsonable(inputs))
+    trace = _current_trace.get()
+    if trace is not None:
+        trace.steps.append(s)
+    token = _current_step.set(s)
+    t0 = time.perf_counter()
+    try:
+        yield s
+    except BaseException as exc:
+        s.status, s.error = "error", f"{type(exc).__name__}: {exc}"
+        raise
+    finally:
+        s.latency_s = round(time.perf_counter() - t0, 4)
+        _current_step.reset(token)
+
+
+def _target_step(agent: str) -> Step | None:
+    """The step the ports write into; calls outside any step get a step of their own."""
+    s = _current_step.get()
+    if s is not None:
+        return s
+    trace = _current_trace.get()
+    if trace is None:
+        return None
+    s = Step(agent=agent)
+    trace.steps.append(s)
+    return s
+
+
+def record_llm_call(call: LLMCall) -> None:
+    s = _target_step("llm")
+    if s is not None:
+        s.llm_calls.append(call)
+
+
+def record_search(call: SearchCall) -> None:
+    s = _target_step("search")
+    if s is not None:
+        s.searches.append(call)
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json")
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        return value
+    return str(value)
+
+
+def write_jsonl(traces: Iterable[Trace], path: str | Path, append: bool = True) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a" if append else "w", encoding="utf-8") as f:
+        for t in traces:
+            f.write(t.model_dump_json() + "\n")
+    return path
+
+
+def read_jsonl(path: str | Path) -> list[Trace]:
+    with Path(path).open(encoding="utf-8") as f:
+        return [Trace.model_validate_json(line) for line in f if line.strip()]
