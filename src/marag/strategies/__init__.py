@@ -1,0 +1,14 @@
+"""Strategies: one module per method, registered by name."""
+
+from marag.strategies import baselines as _baselines  # noqa: F401  (registers built-ins)
+from marag.strategies.base import (
+    STRATEGIES,
+    Answer,
+    Source,
+    Strategy,
+    StrategyConfig,
+    make_strategy,
+    run_many,
+)
+
+__all__ = ["STRATEGIES", "Answer", "Source", "Strategy", "StrategyConfig", "make_strategy", "run_many"]

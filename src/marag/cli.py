@@ -1,0 +1,189 @@
+"""The `marag` command. Thin: parse options, call the library, print."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from marag.errors import MaragError
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    help="Multi-agent retrieval-augmented generation: index documents, answer questions, trace every step.",
+)
+
+DataDirOpt = Annotated[
+    Optional[Path], typer.Option("--data-dir", help="Benchmark data directory (default: $MARAG_DATA or ../shared/data).")
+]
+
+
+def _resolve_docs(docs: str, data_dir: Path | None) -> Path:
+    """A path, or the name of a folder inside the data directory (e.g. hotpotqa_train100)."""
+    p = Path(docs)
+    if p.exists():
+        return p
+    from marag.config import data_dir as find_data_dir
+
+    root = find_data_dir(data_dir, required=False)
+    if root is not None and (root / docs).exists():
+        return root / docs
+    raise MaragError(
+        f"no such file or folder: {docs}",
+        hint="give a path to a JSONL file, a folder of .txt/.md files, or a dataset folder name inside --data-dir",
+    )
+
+
+@app.command()
+def index(
+    docs: Annotated[str, typer.Argument(help="JSONL file, folder of .txt/.md files, or a dataset folder/name.")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Index directory to write.")],
+    format: Annotated[str, typer.Option(help="Input format (auto-detected by default).")] = "auto",
+    on_error: Annotated[str, typer.Option("--on-error", help="Malformed input lines: fail or skip.")] = "fail",
+    chunk_size: Annotated[int, typer.Option(help="Chunk size in words.")] = 512,
+    chunk_overlap: Annotated[int, typer.Option(help="Overlap between chunks in words.")] = 80,
+    retrievers: Annotated[str, typer.Option(help="Comma-separated: bm25, dense.")] = "bm25,dense",
+    embedder: Annotated[str, typer.Option(help="Embedding model for the dense index.")] = "minilm",
+    ann: Annotated[str, typer.Option(help="Dense search: exact or hnsw (needs marag[faiss]).")] = "exact",
+    collection_field: Annotated[
+        Optional[str], typer.Option(help="Metadata field that splits the corpus into named collections.")
+    ] = None,
+    overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace an existing index.")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")] = False,
+    data_dir: DataDirOpt = None,
+) -> None:
+    """Build an index directory (BM25 + vectors + manifest) from documents."""
+    from marag.index.pipeline import index_corpus
+    from marag.index.store import IndexConfig
+
+    config = IndexConfig(
+        chunk_size=chunk_size,
+        chunk_overlap=chunk_overlap,
+        retrievers=[r.strip() for r in retrievers.split(",") if r.strip()],
+        embedder=embedder,
+        ann=ann,
+        collection_field=collection_field,
+    )
+    t0 = time.perf_counter()
+    idx = index_corpus(
+        _resolve_docs(docs, data_dir), out, config, format=format, on_error=on_error, overwrite=overwrite,
+        progress=not quiet,
+    )
+    m = idx.manifest
+    typer.echo(
+        f"indexed {m['counts']['documents']} documents as {m['counts']['chunks']} chunks "
+        f"({', '.join(config.retrievers)}) into {out} in {time.perf_counter() - t0:.1f}s"
+    )
+
+
+@app.command()
+def ask(
+    questions: Annotated[Optional[list[str]], typer.Argument(help="One or more questions.")] = None,
+    index: Annotated[Optional[Path], typer.Option("--index", "-i", help="Index directory (from `marag index`).")] = None,
+    strategy: Annotated[str, typer.Option("--strategy", "-s", help="Strategy name (see `marag strategies`).")] = "vanilla_rag",
+    retriever: Annotated[Optional[str], typer.Option(help="bm25, dense or hybrid (default: hybrid when both exist).")] = None,
+    set_: Annotated[
+        Optional[list[str]], typer.Option("--set", help="Strategy config override KEY=VALUE (JSON value), repeatable.")
+    ] = None,
+    questions_file: Annotated[
+        Optional[str], typer.Option("--questions", help="Read questions from a file or dataset folder.")
+    ] = None,
+    limit: Annotated[int, typer.Option(help="With --questions: answer only the first N.")] = 0,
+    llm: Annotated[str, typer.Option(help="LLM: llamacpp[:MODEL.gguf], openai:MODEL, scripted.")] = "llamacpp",
+    llm_base_url: Annotated[Optional[str], typer.Option(help="Base URL of an OpenAI-compatible server.")] = None,
+    threads: Annotated[int, typer.Option(help="CPU threads for the local model.")] = 2,
+    concurrency: Annotated[int, typer.Option(help="Questions answered at once.")] = 4,
+    cache_dir: Annotated[Optional[Path], typer.Option(help="Cache LLM responses in this directory.")] = None,
+    trace_out: Annotated[Optional[Path], typer.Option(help="Trace JSONL file (default: .marag/traces/ask-TIME.jsonl).")] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object per answer.")] = False,
+    data_dir: DataDirOpt = None,
+) -> None:
+    """Answer questions with a strategy; print answers, sources and where the trace went."""
+    from marag.index.store import open_index
+    from marag.llm import LLMConfig, make_llm
+    from marag.strategies import STRATEGIES, make_strategy, run_many
+    from marag.trace import write_jsonl
+
+    qs = list(questions or [])
+    if questions_file:
+        from marag.corpus import load_questions
+
+        loaded = load_questions(_resolve_docs(questions_file, data_dir))
+        qs += [q.question for q in (loaded[:limit] if limit else loaded)]
+    if not qs:
+        raise MaragError("no questions given", hint='marag ask "your question" --index IDX (or --questions FILE)')
+
+    cls = STRATEGIES.get(strategy)
+    ret = None
+    if cls.needs_retriever or index is not None:
+        if index is None:
+            raise MaragError(f"strategy {strategy!r} needs an index", hint="pass --index IDX (build it with `marag index`)")
+        ret = open_index(index).retriever(retriever)
+    overrides = dict(_parse_set(s) for s in (set_ or []))
+    model = make_llm(LLMConfig.from_spec(llm, base_url=llm_base_url, threads=threads, cache_dir=cache_dir))
+    strat = make_strategy(strategy, model, ret, overrides)
+    answers = asyncio.run(run_many(strat, qs, concurrency=concurrency))
+
+    trace_out = trace_out or Path(".marag/traces") / f"ask-{time.strftime('%Y%m%d-%H%M%S')}.jsonl"
+    write_jsonl([a.trace for a in answers], trace_out)
+    for a in answers:
+        if json_out:
+            typer.echo(json.dumps({**a.summary(), "trace_file": str(trace_out)}, ensure_ascii=False))
+        else:
+            typer.echo(_format_answer(a))
+    if not json_out:
+        typer.echo(f"trace: {trace_out}")
+
+
+def _parse_set(item: str) -> tuple[str, object]:
+    key, sep, raw = item.partition("=")
+    if not sep or not key:
+        raise MaragError(f"bad --set {item!r}", hint="use KEY=VALUE, e.g. --set k=4")
+    try:
+        return key.strip(), json.loads(raw)
+    except json.JSONDecodeError:
+        return key.strip(), raw
+
+
+def _format_answer(a) -> str:
+    u = a.usage
+    lines = [f"Q: {a.question}", f"A: {a.answer}"]
+    for i, s in enumerate(a.sources, 1):
+        label = s.title or s.doc_id
+        lines.append(f"   [{i}] {label}  ({s.chunk_id}, score {s.score:.4f})")
+    lines.append(
+        f"   {int(u.get('llm_calls', 0))} LLM calls, {int(u.get('prompt_tokens', 0))}+"
+        f"{int(u.get('completion_tokens', 0))} tokens, {int(u.get('searches', 0))} searches, {a.seconds:.1f}s"
+    )
+    return "\n".join(lines) + "\n"
+
+
+@app.command("strategies")
+def list_strategies() -> None:
+    """List the registered strategies."""
+    from marag.strategies import STRATEGIES
+
+    for name in STRATEGIES.names():
+        cls = STRATEGIES.get(name)
+        retrieval = "" if cls.needs_retriever else "  (no retrieval)"
+        typer.echo(f"{name:14s} {cls.description}{retrieval}")
+
+
+def main() -> None:
+    try:
+        app()
+    except MaragError as exc:
+        typer.secho(f"error: {exc.message}", fg="red", err=True)
+        if exc.hint:
+            typer.echo(f"  hint: {exc.hint}", err=True)
+        sys.exit(2)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,111 @@
+"""What every strategy shares: a config (budgets are data), a run that opens a trace,
+and the `Answer` it returns."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from marag.index.base import Hit, Retriever
+from marag.llm.base import LLM
+from marag.registry import Registry
+from marag.trace import Trace, activate
+
+STRATEGIES: Registry[type["Strategy"]] = Registry("strategies")
+
+
+class Source(BaseModel):
+    doc_id: str
+    chunk_id: str
+    title: str = ""
+    score: float = 0.0
+    text: str = ""
+
+    @classmethod
+    def from_hit(cls, hit: Hit) -> "Source":
+        return cls(doc_id=hit.doc_id, chunk_id=hit.chunk_id, title=hit.title, score=hit.score, text=hit.text)
+
+
+class Answer(BaseModel):
+    question: str
+    answer: str
+    sources: list[Source] = Field(default_factory=list)
+    strategy: str
+    config: dict[str, Any] = Field(default_factory=dict)
+    usage: dict[str, float] = Field(default_factory=dict)
+    seconds: float = 0.0
+    trace: Trace = Field(exclude=True)
+
+    def summary(self) -> dict[str, Any]:
+        """A JSON-friendly record without the (large) trace."""
+        return {**self.model_dump(mode="json"), "trace_id": self.trace.id}
+
+
+class StrategyConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Strategy:
+    """Subclasses set `name`, `Config`, `description`, `needs_retriever`, and implement
+    `solve(question) -> (answer text, supporting hits)`."""
+
+    name: ClassVar[str]
+    description: ClassVar[str] = ""
+    needs_retriever: ClassVar[bool] = True
+    Config: ClassVar[type[StrategyConfig]] = StrategyConfig
+
+    def __init__(self, llm: LLM, retriever: Retriever | None = None, config: StrategyConfig | dict | None = None):
+        if self.needs_retriever and retriever is None:
+            from marag.errors import MaragError
+
+            raise MaragError(
+                f"strategy {self.name!r} needs a retriever", hint="pass --index IDX (build one with `marag index`)"
+            )
+        self.llm = llm
+        self.retriever = retriever
+        self.config = config if isinstance(config, self.Config) else self.Config.model_validate(config or {})
+
+    async def solve(self, question: str) -> tuple[str, list[Hit]]:
+        raise NotImplementedError
+
+    async def search(self, query: str, k: int, offset: int = 0) -> list[Hit]:
+        """Retrieval off the event loop, so other questions' LLM calls keep going."""
+        assert self.retriever is not None
+        return await asyncio.to_thread(self.retriever.search, query, k, offset)
+
+    async def run(self, question: str) -> Answer:
+        config = self.config.model_dump(mode="json")
+        trace = Trace(question=question, strategy=self.name, config=config)
+        t0 = time.perf_counter()
+        with activate(trace):
+            text, hits = await self.solve(question)
+        trace.answer = text
+        return Answer(
+            question=question,
+            answer=text,
+            sources=[Source.from_hit(h) for h in hits],
+            strategy=self.name,
+            config=config,
+            usage=trace.totals(),
+            seconds=round(time.perf_counter() - t0, 3),
+            trace=trace,
+        )
+
+
+def make_strategy(name: str, llm: LLM, retriever: Retriever | None = None, config: dict | None = None) -> Strategy:
+    return STRATEGIES.get(name)(llm, retriever, config)
+
+
+async def run_many(strategy: Strategy, questions: list[str], concurrency: int = 4) -> list[Answer]:
+    """Answer several questions concurrently (a batching LLM server stays busy);
+    results come back in the order of `questions`."""
+    gate = asyncio.Semaphore(max(1, concurrency))
+
+    async def one(q: str) -> Answer:
+        async with gate:
+            return await strategy.run(q)
+
+    return list(await asyncio.gather(*(one(q) for q in questions)))

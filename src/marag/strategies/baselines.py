@@ -1,0 +1,50 @@
+"""The two baselines every evaluation runs beside the agent strategies."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from marag.agents.answerer import Answerer, AnswerInput, Passage
+from marag.index.base import Hit
+from marag.strategies.base import STRATEGIES, Strategy, StrategyConfig
+
+
+class LLMOnlyConfig(StrategyConfig):
+    temperature: float = 0.0
+
+
+@STRATEGIES.register("llm_only")
+class LLMOnly(Strategy):
+    """Closed book: the model answers from its own knowledge, no retrieval."""
+
+    name = "llm_only"
+    description = "No retrieval: the LLM answers from its own knowledge."
+    needs_retriever = False
+    Config = LLMOnlyConfig
+
+    async def solve(self, question: str) -> tuple[str, list[Hit]]:
+        out = await Answerer()(self.llm, AnswerInput(question=question), temperature=self.config.temperature)
+        return out.answer, []
+
+
+class VanillaRAGConfig(StrategyConfig):
+    # mRAG's retrieve-then-read baseline reads 2 documents.
+    k: int = Field(default=2, ge=1, le=50)
+    temperature: float = 0.0
+
+
+@STRATEGIES.register("vanilla_rag")
+class VanillaRAG(Strategy):
+    """Retrieve k passages once, then answer from them; the passages are the sources."""
+
+    name = "vanilla_rag"
+    description = "Retrieve k passages (default 2), answer from them, cite them."
+    Config = VanillaRAGConfig
+
+    async def solve(self, question: str) -> tuple[str, list[Hit]]:
+        hits = await self.search(question, self.config.k)
+        passages = [Passage(title=h.title, text=h.text) for h in hits]
+        out = await Answerer()(
+            self.llm, AnswerInput(question=question, passages=passages), temperature=self.config.temperature
+        )
+        return out.answer, hits
