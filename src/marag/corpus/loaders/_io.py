@@ -6,12 +6,14 @@ from __future__ import annotations
 import hashlib
 import json
 import warnings
+from collections.abc import Iterator
+from itertools import islice
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any
 
+from marag.corpus.loaders.base import CorpusWarning, LoadedCorpus, OnError
 from marag.corpus.models import Document, Question
 from marag.errors import CorpusError
-from marag.corpus.loaders.base import CorpusWarning, LoadedCorpus, OnError
 
 SKIP_HINT = "fix the line or pass --on-error skip"
 JSON_SUFFIXES = (".jsonl", ".ndjson", ".json")
@@ -60,7 +62,9 @@ class LoadContext:
         try:
             data = file.read_bytes()
         except OSError as e:
-            raise CorpusError(f"cannot read {file}: {e.strerror or e}", hint="check the path and its permissions") from None
+            raise CorpusError(
+                f"cannot read {file}: {e.strerror or e}", hint="check the path and its permissions"
+            ) from None
         text, bad = _decode(data)
         if bad:
             self.replaced_lines += bad
@@ -159,46 +163,55 @@ def peek(file: Path) -> tuple[str, Any]:
     """("list", first element) / ("object", None) / ("record", first JSON Lines object) /
     ("empty", None) / ("invalid", None), reading only the start of the file when it can."""
     try:
-        with open(file, "rb") as f:
-            head = f.read(_PEEK_BYTES)
+        if file.suffix.lower() == ".json":
+            return _peek_json(file)
+        return _peek_jsonl(file)
     except OSError:
         return "invalid", None
-    text, _ = _decode(head) if head else ("", 0)
-    stripped = text.lstrip()
+
+
+def _peek_json(file: Path) -> tuple[str, Any]:
+    with open(file, "rb") as f:
+        head = f.read(_PEEK_BYTES)
+    stripped = _decode(head)[0].lstrip()
     if not stripped:
         return "empty", None
-    decoder = json.JSONDecoder()
-    if file.suffix.lower() == ".json":
-        if stripped.startswith("["):
-            body = stripped[1:].lstrip()
-            if body.startswith("]"):
-                return "empty", None
-            try:
-                first, _ = decoder.raw_decode(body)
-                return "list", first
-            except json.JSONDecodeError:
-                if len(head) < _PEEK_BYTES:
-                    return "invalid", None
-                # First element is longer than the peek window: parse the whole file.
-                try:
-                    data = json.loads(_decode(file.read_bytes())[0])
-                except (json.JSONDecodeError, OSError):
-                    return "invalid", None
-                return ("list", data[0]) if isinstance(data, list) and data else ("empty", None)
-        if stripped.startswith("{"):
-            return "object", None
+    if stripped.startswith("{"):
+        return "object", None  # e.g. HotpotQA's {title: [sentences]}; no records to peek
+    if not stripped.startswith("["):
         return "invalid", None
-    # JSON Lines: the first line that parses; a malformed opening line should not hide
-    # the format (the loader then reports that line precisely).
-    for line in stripped.split("\n")[:50]:
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        return ("record", obj) if isinstance(obj, dict) else ("invalid", None)
-    return "invalid", None
+    body = stripped[1:].lstrip()
+    if body.startswith("]"):
+        return "empty", None
+    try:
+        return "list", json.JSONDecoder().raw_decode(body)[0]
+    except json.JSONDecodeError:
+        if len(head) < _PEEK_BYTES:
+            return "invalid", None
+    # The first element is longer than the peek window: parse the whole file.
+    try:
+        data = json.loads(_decode(file.read_bytes())[0])
+    except json.JSONDecodeError:
+        return "invalid", None
+    return ("list", data[0]) if isinstance(data, list) and data else ("empty", None)
+
+
+def _peek_jsonl(file: Path) -> tuple[str, Any]:
+    # The first line that parses: a malformed opening line should not hide the format
+    # (the loader then reports that line precisely).
+    seen_text = False
+    with open(file, "rb") as f:
+        for raw in islice(f, 50):
+            line = _decode(raw)[0]
+            if not line.strip():
+                continue
+            seen_text = True
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            return ("record", obj) if isinstance(obj, dict) else ("invalid", None)
+    return ("invalid", None) if seen_text else ("empty", None)
 
 
 def first_record(file: Path) -> dict[str, Any] | None:
@@ -209,7 +222,8 @@ def first_record(file: Path) -> dict[str, Any] | None:
 def json_files(folder: Path) -> list[Path]:
     """The JSON / JSON Lines files directly inside `folder`, sorted for determinism."""
     return sorted(
-        p for p in folder.iterdir()
+        p
+        for p in folder.iterdir()
         if p.is_file() and p.suffix.lower() in JSON_SUFFIXES and not p.name.startswith(".")
     )
 
@@ -254,29 +268,22 @@ class PassagePool:
         if key in self._ids:
             self.ctx.duplicates += 1
             return self._ids[key]
-        doc_id = passage_id(title, text)
-        if doc_id in self._texts:  # 8 hex digits collided for one title: use them all
-            doc_id = passage_id(title, text, digits=40)
+        doc_id = self.id_for(title, text)
         self._ids[key] = doc_id
         self._texts[doc_id] = key
         self.documents.append(Document(id=doc_id, title=title, text=text, metadata=metadata or {}))
         return doc_id
 
-    def __contains__(self, key: tuple[str, str]) -> bool:
-        return key in self._ids
-
-
-def join_sentences(sentences: Iterable[str]) -> str:
-    """Join a pre-split paragraph.
-
-    HotpotQA sentences carry their own leading space (" The game was ..."), so plain
-    concatenation restores the original text; 2WikiMultiHopQA sentences do not, and need
-    a space between them. Decide per paragraph from the sentences themselves.
-    """
-    sents = [s for s in sentences if isinstance(s, str)]
-    if any(s[:1].isspace() for s in sents[1:]):
-        return "".join(sents)
-    return " ".join(sents)
+    def id_for(self, title: str, text: str) -> str:
+        """The pooled id of this passage, or the id it will get when added (gold passages
+        missing from a corpus keep it too; `load_corpus` warns about those)."""
+        known = self._ids.get((title, text))
+        if known is not None:
+            return known
+        doc_id = passage_id(title, text)
+        if doc_id in self._texts:  # 8 hex digits collided within one title: use all 40
+            doc_id = passage_id(title, text, digits=40)
+        return doc_id
 
 
 def require_str(rec: dict[str, Any], key: str) -> str:

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Literal
+from typing import Literal
 
 from pydantic import BaseModel, Field
 
@@ -48,6 +49,7 @@ class Loader:
     description: str = ""
     priority: int = 50
     has_documents: bool = True
+    has_questions: bool = True
 
 
 LOADERS: Registry[Loader] = Registry("loaders")
@@ -60,12 +62,13 @@ def register_loader(
     description: str,
     priority: int = 50,
     has_documents: bool = True,
+    has_questions: bool = True,
 ) -> Callable[[LoadFn], LoadFn]:
     """Decorator: register a `load(path, on_error)` function as format `name`."""
 
     def decorator(fn: LoadFn) -> LoadFn:
         LOADERS.register(name)(
-            Loader(name, fn, detect, description, priority, has_documents)
+            Loader(name, fn, detect, description, priority, has_documents, has_questions)
         )
         return fn
 

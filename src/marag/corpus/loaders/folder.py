@@ -66,6 +66,7 @@ def detect(path: Path) -> bool:
     "folder",
     detect=detect,
     description="a folder of .txt/.md files (recursive); subfolder name -> metadata 'folder'",
+    has_questions=False,
     priority=100,
 )
 def load_folder(path: Path, on_error: OnError = "fail") -> LoadedCorpus:

@@ -22,9 +22,9 @@ from marag.corpus.loaders._io import (
     JSON_SUFFIXES,
     LoadContext,
     files_matching,
+    iter_records,
     peek,
     require_str,
-    iter_records,
 )
 from marag.corpus.loaders.base import LoadedCorpus, OnError, register_loader
 from marag.corpus.models import Document
@@ -71,6 +71,7 @@ def to_document(rec: dict[str, Any], fallback_id: str) -> Document:
     "jsonl",
     detect=detect,
     description="JSON Lines (or a .json list): one {id?, title?, text, ...} object per document",
+    has_questions=False,
     priority=90,
 )
 def load_jsonl(path: Path, on_error: OnError = "fail") -> LoadedCorpus:
@@ -83,7 +84,9 @@ def load_jsonl(path: Path, on_error: OnError = "fail") -> LoadedCorpus:
             try:
                 doc = to_document(rec, f"{file.stem}:{n}")
                 if doc.id in first_seen:
-                    raise ValueError(f"duplicate id {doc.id!r} (first seen at {first_seen[doc.id]})")
+                    raise ValueError(
+                        f"duplicate id {doc.id!r} (first seen at {first_seen[doc.id]})"
+                    )
             except ValueError as e:
                 ctx.bad(file, n, str(e), unit)
                 continue
