@@ -1,0 +1,339 @@
+"""LLM judges used by the judged metrics: one agent per question asked of the judge.
+
+Prompts are short and explicit because small local models (SmolLM2-135M) serve as
+judges too: each states the scale in one line per value and asks for JSON only.
+Free-text fields are bounded so constrained decoding always closes the JSON.
+
+Agents that label a list of items (aspects, nuggets) return one label per item, in
+order: each call's output model requires exactly as many labels as there are items, so
+constrained decoding cannot stop early or run on (small models otherwise fill the list
+to its maximum). Their fallback is an empty list: the calling metric then asks item by
+item, and uses a documented default for items that still fail.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import math
+import re
+from typing import Annotated, ClassVar, Literal, TypeVar
+
+from pydantic import BaseModel, Field, create_model
+
+from marag.agents.base import Agent
+from marag.errors import StructuredOutputError
+from marag.llm.base import LLM, Message
+
+JUSTIFICATION_MAX_CHARS = 200
+ASPECT_MAX_CHARS = 150
+MAX_ASPECTS = 8
+NUGGET_BATCH = 10
+# Input caps keep every prompt inside a small model's context window.
+PREDICTION_MAX_CHARS = 2000
+REFERENCE_MAX_CHARS = 1500
+MAX_REFERENCES = 5
+DOC_MAX_CHARS = 1200
+DOCS_MAX_TOTAL_CHARS = 6000
+
+FALLBACK_REASON = "fallback: the judge's output was unusable"
+
+
+def _clip(text: str, limit: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 3].rstrip() + "..."
+
+
+def _numbered(items: list[str]) -> str:
+    return "\n".join(f"{i}. {t}" for i, t in enumerate(items, 1))
+
+
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+
+
+def split_aspects(text: str, limit: int = MAX_ASPECTS) -> list[str]:
+    """Deterministic stand-in for aspect extraction: the text's sentences (at most
+    `limit`, each clipped to ASPECT_MAX_CHARS); the whole text when it has no
+    sentence breaks."""
+    parts = [s.strip() for s in _SENTENCE_END.split(" ".join(text.split()))]
+    return [_clip(s, ASPECT_MAX_CHARS) for s in parts if s][:limit]
+
+
+@functools.cache
+def exact_length_model(model: type[BaseModel], field: str, n: int) -> type[BaseModel]:
+    """`model` with its list `field` required to hold exactly n entries (same name, so
+    traces and error messages read the same)."""
+    annotation = model.model_fields[field].annotation
+    return create_model(model.__name__, __base__=model, **{field: (annotation, Field(min_length=n, max_length=n))})
+
+
+I = TypeVar("I", bound=BaseModel)
+O = TypeVar("O", bound=BaseModel)
+
+
+class ListJudge(Agent[I, O]):
+    """A judge that gives one label per item of its input list `items_field`, in the
+    output list `list_field`."""
+
+    items_field: ClassVar[str]
+    list_field: ClassVar[str]
+
+    async def __call__(self, llm: LLM, inp: I, temperature: float = 0.0, seed: int | None = None) -> O:
+        sized = copy.copy(self)  # a per-call copy: concurrent calls never share the model
+        sized.Output = exact_length_model(type(self).Output, self.list_field, len(getattr(inp, self.items_field)))
+        return await Agent.__call__(sized, llm, inp, temperature=temperature, seed=seed)
+
+    def fallback(self, inp: I, error: StructuredOutputError) -> O:
+        return type(self).Output(**{self.list_field: []})
+
+
+# -- binary correctness (RopMura) ----------------------------------------------------
+
+
+class CorrectnessInput(BaseModel):
+    question: str
+    references: list[str]
+    prediction: str
+
+
+class CorrectnessOutput(BaseModel):
+    justification: str = Field(max_length=JUSTIFICATION_MAX_CHARS)
+    correct: bool
+
+
+_CORRECTNESS_SYSTEM = (
+    "You grade an answer to a question against the reference answers. "
+    "The answer is correct if it gives the same fact as a reference; wording, extra "
+    "detail and format do not matter. It is wrong if it gives a different fact, "
+    "contradicts a reference, or does not answer. "
+    "Reply in JSON: a one-sentence justification, then correct (true or false)."
+)
+
+
+class CorrectnessJudge(Agent[CorrectnessInput, CorrectnessOutput]):
+    name = "judge_correct"
+    Input = CorrectnessInput
+    Output = CorrectnessOutput
+    max_tokens = 120
+
+    def messages(self, inp: CorrectnessInput) -> list[Message]:
+        refs = "\n".join(f"- {_clip(r, REFERENCE_MAX_CHARS)}" for r in inp.references[:MAX_REFERENCES])
+        user = (
+            f"Question: {inp.question}\nReference answers:\n{refs}\n"
+            f"Answer to grade: {_clip(inp.prediction, PREDICTION_MAX_CHARS)}"
+        )
+        return [Message(role="system", content=_CORRECTNESS_SYSTEM), Message(role="user", content=user)]
+
+    def fallback(self, inp: CorrectnessInput, error: StructuredOutputError) -> CorrectnessOutput:
+        # lexical accuracy: a reference answer occurs in the prediction. (Imported here:
+        # the metrics package imports this module while it initializes.)
+        from marag.eval.metrics.lexical import contains_answer
+
+        return CorrectnessOutput(
+            justification=FALLBACK_REASON, correct=bool(contains_answer(inp.prediction, inp.references))
+        )
+
+
+# -- 0..5 similarity score (Agent-UniRAG's GPT score) ----------------------------------
+
+
+class ScoreInput(BaseModel):
+    question: str
+    references: list[str]
+    prediction: str
+
+
+class ScoreOutput(BaseModel):
+    reason: str = Field(max_length=JUSTIFICATION_MAX_CHARS)
+    score: Literal[0, 1, 2, 3, 4, 5]
+
+
+_SCORE_SYSTEM = (
+    "You rate how closely an answer matches the reference answer to the same question, "
+    "in meaning, from 0 to 5:\n"
+    "5 = same meaning, nothing important missing\n"
+    "4 = almost the same; a minor detail missing or added\n"
+    "3 = partly the same; some key information missing\n"
+    "2 = little in common with the reference\n"
+    "1 = on topic but wrong\n"
+    "0 = unrelated, empty, or contradicts the reference\n"
+    "Reply in JSON: a short reason, then the score."
+)
+
+
+class ScoreJudge(Agent[ScoreInput, ScoreOutput]):
+    name = "judge_score"
+    Input = ScoreInput
+    Output = ScoreOutput
+    max_tokens = 120
+
+    def messages(self, inp: ScoreInput) -> list[Message]:
+        refs = "\n".join(f"- {_clip(r, REFERENCE_MAX_CHARS)}" for r in inp.references[:MAX_REFERENCES])
+        user = (
+            f"Question: {inp.question}\nReference answer:\n{refs}\n"
+            f"Answer to rate: {_clip(inp.prediction, PREDICTION_MAX_CHARS)}"
+        )
+        return [Message(role="system", content=_SCORE_SYSTEM), Message(role="user", content=user)]
+
+    def fallback(self, inp: ScoreInput, error: StructuredOutputError) -> ScoreOutput:
+        from marag.eval.metrics.lexical import max_token_f1
+
+        f1 = max_token_f1(inp.prediction, inp.references)
+        return ScoreOutput(reason=FALLBACK_REASON, score=min(5, math.floor(5 * f1 + 0.5)))  # half rounds up
+
+
+# -- aspects (mRAG's correctness and faithfulness rewards) ------------------------------
+
+Aspect = Annotated[str, Field(max_length=ASPECT_MAX_CHARS)]
+
+
+class AspectsInput(BaseModel):
+    question: str
+    text: str
+
+
+class AspectsOutput(BaseModel):
+    aspects: list[Aspect] = Field(max_length=MAX_ASPECTS)
+
+
+_ASPECTS_SYSTEM = (
+    f"List the key facts (aspects) of the text, each as a short complete sentence that "
+    f"makes sense on its own and states one fact. At most {MAX_ASPECTS}, most important "
+    "first, no repeats. Reply in JSON with the list of aspects."
+)
+
+
+class AspectExtractor(Agent[AspectsInput, AspectsOutput]):
+    name = "aspect_extractor"
+    Input = AspectsInput
+    Output = AspectsOutput
+    max_tokens = 400
+
+    def messages(self, inp: AspectsInput) -> list[Message]:
+        user = f"Question: {inp.question}\nText: {_clip(inp.text, PREDICTION_MAX_CHARS)}"
+        return [Message(role="system", content=_ASPECTS_SYSTEM), Message(role="user", content=user)]
+
+    def fallback(self, inp: AspectsInput, error: StructuredOutputError) -> AspectsOutput:
+        return AspectsOutput(aspects=split_aspects(inp.text))
+
+
+class CoverageInput(BaseModel):
+    question: str
+    response: str
+    aspects: list[str]
+
+
+class CoverageOutput(BaseModel):
+    scores: list[Literal[-1, 0, 1, 2]] = Field(max_length=MAX_ASPECTS)
+
+
+_COVERAGE_SYSTEM = (
+    "For each numbered aspect, score how the response covers it:\n"
+    "2 = fully covered\n"
+    "1 = partly covered\n"
+    "0 = missing\n"
+    "-1 = the response contradicts it\n"
+    "Reply in JSON with one score per aspect, in order."
+)
+
+
+class CoverageJudge(ListJudge[CoverageInput, CoverageOutput]):
+    name = "aspect_coverage"
+    Input = CoverageInput
+    Output = CoverageOutput
+    max_tokens = 80
+    items_field = "aspects"
+    list_field = "scores"
+
+    def messages(self, inp: CoverageInput) -> list[Message]:
+        user = (
+            f"Question: {inp.question}\nResponse: {_clip(inp.response, PREDICTION_MAX_CHARS)}\n"
+            f"Aspects:\n{_numbered(inp.aspects)}\nGive {len(inp.aspects)} scores."
+        )
+        return [Message(role="system", content=_COVERAGE_SYSTEM), Message(role="user", content=user)]
+
+
+class SupportInput(BaseModel):
+    documents: list[str]
+    aspects: list[str]
+
+
+class SupportOutput(BaseModel):
+    scores: list[Literal[-1, 0, 1]] = Field(max_length=MAX_ASPECTS)
+
+
+_SUPPORT_SYSTEM = (
+    "For each numbered statement, judge it against the documents only:\n"
+    "1 = the documents support it\n"
+    "0 = the documents do not say\n"
+    "-1 = the documents contradict it\n"
+    "Reply in JSON with one score per statement, in order."
+)
+
+
+def pack_documents(texts: list[str]) -> list[str]:
+    """Documents clipped to DOC_MAX_CHARS each, in order, until DOCS_MAX_TOTAL_CHARS."""
+    packed, used = [], 0
+    for t in texts:
+        t = _clip(t, DOC_MAX_CHARS)
+        if not t:
+            continue
+        if packed and used + len(t) > DOCS_MAX_TOTAL_CHARS:
+            break
+        packed.append(t)
+        used += len(t)
+    return packed
+
+
+class SupportJudge(ListJudge[SupportInput, SupportOutput]):
+    name = "aspect_support"
+    Input = SupportInput
+    Output = SupportOutput
+    max_tokens = 80
+    items_field = "aspects"
+    list_field = "scores"
+
+    def messages(self, inp: SupportInput) -> list[Message]:
+        docs = "\n\n".join(f"[{i}] {d}" for i, d in enumerate(inp.documents, 1))
+        user = f"Documents:\n{docs}\n\nStatements:\n{_numbered(inp.aspects)}\nGive {len(inp.aspects)} scores."
+        return [Message(role="system", content=_SUPPORT_SYSTEM), Message(role="user", content=user)]
+
+
+# -- nugget assignment (AutoNuggetizer style) ------------------------------------------
+
+NuggetLabel = Literal["support", "partial_support", "not_support"]
+
+
+class NuggetInput(BaseModel):
+    question: str
+    answer: str
+    nuggets: list[str]
+
+
+class NuggetOutput(BaseModel):
+    labels: list[NuggetLabel] = Field(max_length=NUGGET_BATCH)
+
+
+_NUGGET_SYSTEM = (
+    "You check which facts (nuggets) an answer states. Label each numbered nugget:\n"
+    "support = the answer states it fully\n"
+    "partial_support = the answer states part of it, or only vaguely\n"
+    "not_support = the answer does not state it\n"
+    "Reply in JSON with one label per nugget, in order."
+)
+
+
+class NuggetJudge(ListJudge[NuggetInput, NuggetOutput]):
+    name = "nugget_assigner"
+    Input = NuggetInput
+    Output = NuggetOutput
+    max_tokens = 160
+    items_field = "nuggets"
+    list_field = "labels"
+
+    def messages(self, inp: NuggetInput) -> list[Message]:
+        user = (
+            f"Question: {inp.question}\nAnswer: {_clip(inp.answer, PREDICTION_MAX_CHARS)}\n"
+            f"Nuggets:\n{_numbered(inp.nuggets)}\nGive {len(inp.nuggets)} labels."
+        )
+        return [Message(role="system", content=_NUGGET_SYSTEM), Message(role="user", content=user)]
