@@ -1,0 +1,32 @@
+"""Retrieval: BM25, dense and hybrid retrievers over an on-disk index directory.
+
+The port is `Retriever` (marag.index.base); everything above the index layer receives
+one as an argument. `build_index` / `open_index` manage index directories.
+"""
+
+from marag.index.base import Hit, Retriever
+from marag.index.bm25 import BM25Retriever
+from marag.index.config import IndexConfig
+from marag.index.dense import DenseRetriever
+from marag.index.embed import EMBEDDERS, Embedder, get_embedder
+from marag.index.hybrid import RETRIEVERS, HybridRetriever
+from marag.index.store import Index, build_index, corpus_hash, open_index
+from marag.index.traced import BaseRetriever
+
+__all__ = [
+    "BM25Retriever",
+    "BaseRetriever",
+    "DenseRetriever",
+    "EMBEDDERS",
+    "Embedder",
+    "Hit",
+    "HybridRetriever",
+    "Index",
+    "IndexConfig",
+    "RETRIEVERS",
+    "Retriever",
+    "build_index",
+    "corpus_hash",
+    "get_embedder",
+    "open_index",
+]

@@ -1,0 +1,60 @@
+"""How an index directory is built; stored verbatim in its manifest."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+
+class IndexConfig(BaseModel):
+    """Everything that decides an index's contents. JSON-serialisable, so the manifest
+    records exactly what was built and a rebuild can reproduce it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    # Chunking parameters the caller used (recorded for provenance; chunking itself is
+    # the corpus layer's job, `build_index` receives the chunks).
+    chunk_size: int = Field(512, ge=1)
+    chunk_overlap: int = Field(80, ge=0)
+    # Parts to build, by RETRIEVERS name. "hybrid" needs no files of its own: it is
+    # available whenever two or more of its members are built.
+    retrievers: list[str] = Field(default_factory=lambda: ["bm25", "dense"])
+    # BM25 (Lucene variant: idf = ln(1 + (N - df + 0.5) / (df + 0.5))).
+    bm25_k1: float = Field(1.5, gt=0)
+    bm25_b: float = Field(0.75, ge=0, le=1)
+    # Dense: EMBEDDERS name; exact search or an HNSW graph (needs faiss).
+    embedder: str = "minilm"
+    ann: Literal["exact", "hnsw"] = "exact"
+    hnsw_m: int = Field(32, ge=4)
+    hnsw_ef_construction: int = Field(100, ge=8)
+    hnsw_ef_search: int = Field(64, ge=1)
+    # Hybrid: weighted reciprocal rank fusion of the members named here.
+    hybrid_weights: dict[str, float] = Field(default_factory=lambda: {"bm25": 1.0, "dense": 1.0})
+    rrf_k: int = Field(60, ge=0)
+    hybrid_depth: int = Field(100, ge=1)
+    # Chunk metadata field naming each chunk's collection (RopMura's knowledge agents
+    # each own one); None = a single unnamed collection.
+    collection_field: str | None = None
+
+    @field_validator("retrievers")
+    @classmethod
+    def _retrievers_nonempty(cls, v: list[str]) -> list[str]:
+        if not v:
+            raise ValueError("retrievers must name at least one part to build, e.g. ['bm25']")
+        if len(set(v)) != len(v):
+            raise ValueError(f"retrievers lists a name twice: {v}")
+        return v
+
+    @field_validator("hybrid_weights")
+    @classmethod
+    def _weights_nonnegative(cls, v: dict[str, float]) -> dict[str, float]:
+        if any(w < 0 for w in v.values()):
+            raise ValueError(f"hybrid weights must be >= 0, got {v}")
+        return v
+
+    @model_validator(mode="after")
+    def _overlap_below_size(self) -> "IndexConfig":
+        if self.chunk_overlap >= self.chunk_size:
+            raise ValueError("chunk_overlap must be smaller than chunk_size")
+        return self

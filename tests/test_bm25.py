@@ -1,0 +1,177 @@
+"""BM25: exact agreement with a from-scratch reference, paging, ties, restriction, I/O."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import Counter
+
+import numpy as np
+import pytest
+
+from marag.corpus.models import Chunk
+from marag.index.bm25 import BM25Retriever, tokenize
+from marag.index.traced import index_text
+from marag.trace import Trace, activate
+
+K1, B = 1.5, 0.75
+
+
+def make_chunks(texts: list[str], titles: list[str] | None = None) -> list[Chunk]:
+    titles = titles or [""] * len(texts)
+    return [
+        Chunk(id=f"d{i}#0", doc_id=f"d{i}", text=t, title=ti) for i, (t, ti) in enumerate(zip(texts, titles))
+    ]
+
+
+def reference_scores(doc_tokens: list[list[str]], query_tokens: list[str], k1: float, b: float) -> np.ndarray:
+    """Lucene BM25, written out term by term in float64:
+    sum over query tokens t of idf(t) * tf / (tf + k1 * (1 - b + b * dl / avgdl)),
+    idf(t) = ln(1 + (N - df + 0.5) / (df + 0.5))."""
+    n = len(doc_tokens)
+    avgdl = sum(len(d) for d in doc_tokens) / n
+    df = Counter(t for d in doc_tokens for t in set(d))
+    tfs = [Counter(d) for d in doc_tokens]
+    scores = np.zeros(n)
+    for t in query_tokens:
+        if t not in df:
+            continue
+        idf = math.log(1 + (n - df[t] + 0.5) / (df[t] + 0.5))
+        for i, tf in enumerate(tfs):
+            f = tf.get(t, 0)
+            if f:
+                scores[i] += idf * f / (f + k1 * (1 - b + b * len(doc_tokens[i]) / avgdl))
+    return scores
+
+
+@pytest.fixture(scope="module")
+def hotpot(data_dir):
+    corpus = json.loads((data_dir / "hotpotqa_train100" / "hotpotqa_train_corpus.json").read_text())
+    chunks = [
+        Chunk(id=f"{title}#0", doc_id=title, title=title, text="".join(sentences).strip())
+        for title, sentences in list(corpus.items())[:300]
+    ]
+    questions = json.loads((data_dir / "hotpotqa_train100" / "hotpotqa_train.json").read_text())
+    return chunks, [q["question"] for q in questions[:20]]
+
+
+@pytest.fixture(scope="module")
+def small():
+    texts = [
+        "The cat sat on the mat near the door.",
+        "A dog chased the cat around the garden.",
+        "Dogs and cats are common household pets.",
+        "The stock market fell sharply on Monday.",
+        "Investors worried about the market and rising rates.",
+        "Gardening tips: water the plants in the morning.",
+        "The garden was full of roses and tulips.",
+        "Cats sleep for most of the day.",
+    ]
+    chunks = make_chunks(texts)
+    return chunks, BM25Retriever.from_chunks(chunks)
+
+
+def test_tokenizer_lowercases_drops_stopwords_and_stems():
+    assert tokenize(["The Running Dogs of a City, x 42"]) == [["run", "dog", "citi", "42"]]
+
+
+def test_rankings_match_exact_reference(hotpot):
+    chunks, queries = hotpot
+    retriever = BM25Retriever.from_chunks(chunks, k1=K1, b=B)
+    assert (retriever.k1, retriever.b) == (K1, B)
+    doc_tokens = tokenize([index_text(c) for c in chunks])
+    position = {c.id: i for i, c in enumerate(chunks)}
+    compared = 0
+    for query, hits in zip(queries, retriever.search_batch(queries, k=10)):
+        ref = reference_scores(doc_tokens, tokenize([query])[0], K1, B)
+        positions = [position[h.chunk_id] for h in hits]
+        # Every score bm25s reports is the reference score of that chunk.
+        for pos, h in zip(positions, hits):
+            assert h.score == pytest.approx(ref[pos], rel=1e-5, abs=1e-6)
+        # Same top-10: reference order is score descending, ties by position; scores are
+        # compared rounded so float32 vs float64 noise cannot reorder true ties.
+        ref_order = sorted(
+            (i for i in range(len(chunks)) if ref[i] > 0), key=lambda i: (-round(ref[i], 4), i)
+        )[:10]
+        got = sorted(positions, key=lambda i: (-round(ref[i], 4), i))
+        assert got == positions, f"hits not in reference order for {query!r}"
+        assert positions == ref_order, f"top-10 differs from the reference for {query!r}"
+        compared += len(hits)
+    assert compared >= 150  # the queries really matched documents
+
+
+def test_paging_is_consistent_with_a_larger_k(hotpot):
+    chunks, queries = hotpot
+    retriever = BM25Retriever.from_chunks(chunks)
+    for q in queries[:5]:
+        full = [h.chunk_id for h in retriever.search(q, k=12)]
+        paged = [h.chunk_id for off in range(0, 12, 3) for h in retriever.search(q, k=3, offset=off)]
+        assert paged == full and len(full) == 12
+
+
+def test_ties_are_ordered_by_position_even_across_page_boundaries():
+    texts = ["alpha beta"] + ["gamma delta"] * 6 + ["alpha gamma"]
+    r = BM25Retriever.from_chunks(make_chunks(texts))
+    # Six identical chunks tie; every page must take them in index order.
+    ids = [h.chunk_id for h in r.search("delta", k=6)]
+    assert ids == [f"d{i}#0" for i in range(1, 7)]
+    assert [h.chunk_id for h in r.search("delta", k=2, offset=2)] == ["d3#0", "d4#0"]
+    assert [h.chunk_id for h in r.search("delta", k=2, offset=5)] == ["d6#0"]  # only 6 match
+
+
+def test_chunks_without_query_terms_are_not_hits(small):
+    _, r = small
+    assert r.search("zebra quantum") == []
+    assert r.search("") == []
+    hits = r.search("market", k=10)
+    assert {h.chunk_id for h in hits} == {"d3#0", "d4#0"}
+    assert all(h.score > 0 for h in hits)
+
+
+def test_restriction_returns_only_the_subset(small):
+    chunks, r = small
+    sub = r.restrict([0, 1, 7], label="pets")
+    assert sub.name == "bm25[pets]" and sub.size == 3
+    hits = sub.search("cat", k=10)
+    assert [h.chunk_id for h in hits] and {h.chunk_id for h in hits} <= {"d0#0", "d1#0", "d7#0"}
+    assert sub.search("market") == []
+    # The unrestricted retriever is unchanged, and a boolean mask works the same way.
+    assert {h.chunk_id for h in r.search("market")} == {"d3#0", "d4#0"}
+    mask = np.zeros(len(chunks), bool)
+    mask[4] = True
+    assert [h.chunk_id for h in r.restrict(mask).search("market")] == ["d4#0"]
+
+
+def test_arguments_are_validated(small):
+    _, r = small
+    with pytest.raises(ValueError, match="k must be"):
+        r.search("cat", k=0)
+    with pytest.raises(ValueError, match="offset must be"):
+        r.search("cat", offset=-1)
+    with pytest.raises(TypeError):
+        r.search_batch("cat")  # a bare string is not a batch
+    with pytest.raises(ValueError, match="positions"):
+        r.restrict([99])
+
+
+def test_save_and_load_give_identical_results(small, tmp_path):
+    chunks, r = small
+    r.save(tmp_path / "bm25")
+    loaded = BM25Retriever.load_dir(tmp_path / "bm25", chunks)
+    for q in ["cat garden", "market rates", "plants"]:
+        assert [(h.chunk_id, h.score) for h in loaded.search(q, k=5)] == [
+            (h.chunk_id, h.score) for h in r.search(q, k=5)
+        ]
+
+
+def test_each_query_is_recorded_in_the_trace(small):
+    _, r = small
+    trace = Trace()
+    with activate(trace):
+        r.search_batch(["cat", "market"], k=2, offset=1)
+    calls = list(trace.searches())
+    assert [c.query for c in calls] == ["cat", "market"]
+    assert all(c.retriever == "bm25" and c.k == 2 and c.offset == 1 for c in calls)
+    assert [(h["doc_id"], h["chunk_id"]) for h in calls[1].hits] == [("d4", "d4#0")]
+    assert calls[1].hits[0]["score"] > 0
+    assert calls[0].latency_s >= 0
