@@ -1,0 +1,236 @@
+"""`ChatModel`: everything every backend shares, around one backend method.
+
+A backend implements `_complete` (messages in, text and token counts out, optionally
+constrained to a JSON schema). `generate` adds the rest of the `LLM` port contract:
+the output model's schema, validation, local clean-ups, one repair round trip, usage
+accounting, the trace record and the optional disk cache.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import json
+import re
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+from pydantic import BaseModel, ValidationError
+
+from marag.errors import MaragError, StructuredOutputError
+from marag.llm.base import LLMResponse, Message, Usage
+from marag.llm.cache import LLMCache, cache_key
+from marag.llm.schema import output_schema
+from marag.trace import LLMCall, record_llm_call
+
+
+@dataclass
+class Completion:
+    """What a backend returns for one round trip."""
+
+    text: str
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    finish_reason: str | None = None  # "length" means max_tokens cut the reply
+
+
+# The output model of the generate() call in progress (a context variable, so concurrent
+# questions never see each other's). Only backends that fabricate replies need it.
+_output_model: contextvars.ContextVar[type[BaseModel] | None] = contextvars.ContextVar(
+    "marag_output_model", default=None
+)
+
+
+def current_output_model() -> type[BaseModel] | None:
+    return _output_model.get()
+
+
+REPAIR_PROMPT = (
+    "Your last reply could not be read as the requested JSON.\n"
+    "Problem: {error}\n"
+    "Write the reply again as a single JSON object matching this schema, and nothing "
+    "else (no explanation, no code fence):\n{schema}"
+)
+
+
+class ChatModel(ABC):
+    """Base class of the built-in backends; implements the `LLM` protocol."""
+
+    kind: ClassVar[str] = "chat"  # backend name; part of the cache key
+    inline_refs: ClassVar[bool] = True  # send schemas without $defs references
+
+    def __init__(self, model: str, cache: LLMCache | str | Path | None = None, cache_sampled: bool = False):
+        self.model = model
+        self.cache = LLMCache(cache) if isinstance(cache, (str, Path)) else cache
+        self.cache_sampled = cache_sampled
+
+    @abstractmethod
+    async def _complete(
+        self,
+        messages: list[dict[str, str]],
+        json_schema: dict[str, Any] | None,
+        temperature: float,
+        max_tokens: int,
+        seed: int | None,
+    ) -> Completion:
+        """One round trip to the model. Raise `LLMError` (with a hint) when it fails."""
+
+    async def generate(
+        self,
+        messages: Sequence[Message | dict[str, str]],
+        output: type[BaseModel] | None = None,
+        temperature: float = 0.0,
+        max_tokens: int = 512,
+        seed: int | None = None,
+    ) -> LLMResponse:
+        msgs = [_as_dict(m) for m in messages]
+        schema = output_schema(output, inline=self.inline_refs) if output is not None else None
+        key = None
+        if self.cache is not None and (temperature <= 0 or self.cache_sampled):
+            key = cache_key(self.kind, self.model, msgs, schema, temperature, max_tokens, seed)
+        rec = LLMCall(model=self.model, messages=msgs, response="", schema_name=output.__name__ if output else None)
+        t0 = time.perf_counter()
+        token = _output_model.set(output)
+        try:
+            parsed = await self._answer(rec, key, msgs, output, schema, temperature, max_tokens, seed)
+        except BaseException as exc:  # cancellations (timeouts, Ctrl-C) are recorded too
+            rec.error = f"{type(exc).__name__}: {exc.message if isinstance(exc, MaragError) else exc}"
+            raise
+        finally:
+            _output_model.reset(token)
+            rec.latency_s = round(time.perf_counter() - t0, 4)
+            record_llm_call(rec)  # failed and cached calls are part of the record too
+        usage = Usage(prompt_tokens=rec.prompt_tokens, completion_tokens=rec.completion_tokens, latency_s=rec.latency_s)
+        return LLMResponse(text=rec.response, parsed=parsed, usage=usage, model=self.model, cached=rec.cached)
+
+    async def _answer(self, rec: LLMCall, key: str | None, msgs, output, schema, temperature, max_tokens, seed) -> Any:
+        """The parsed output (None without an output model). Fills `rec` as it goes so
+        that a failure still leaves an accurate trace record."""
+        hit = self.cache.get(key) if key is not None else None
+        if isinstance(hit, dict) and isinstance(hit.get("text"), str):
+            parsed, _ = parse_output(hit["text"], output) if output else (None, "")
+            if output is None or parsed is not None:
+                # tokens are those the answer cost when it was made; `cached` tells
+                # cost accounting that nothing was spent this time
+                rec.response, rec.cached, rec.repaired = hit["text"], True, hit.get("repaired", False)
+                rec.prompt_tokens, rec.completion_tokens = hit.get("prompt_tokens", 0), hit.get("completion_tokens", 0)
+                return parsed
+
+        comp = await self._round_trip(rec, msgs, schema, temperature, max_tokens, seed)
+        parsed = None
+        if output is not None:
+            parsed, error = parse_output(comp.text, output)
+            if parsed is None:
+                rec.repaired = True
+                retry = msgs + [
+                    {"role": "assistant", "content": comp.text},
+                    {"role": "user", "content": REPAIR_PROMPT.format(error=error, schema=_compact(schema))},
+                ]
+                comp = await self._round_trip(rec, retry, schema, temperature, max_tokens, seed)
+                parsed, error = parse_output(comp.text, output)
+                if parsed is None:
+                    raise StructuredOutputError(
+                        f"{self.model} gave no valid {output.__name__} even after a repair attempt: {error}",
+                        raw=comp.text,
+                        hint=_failure_hint(comp, max_tokens),
+                    )
+        if key is not None:
+            self.cache.put(
+                key,
+                {
+                    "text": rec.response,
+                    "prompt_tokens": rec.prompt_tokens,
+                    "completion_tokens": rec.completion_tokens,
+                    "repaired": rec.repaired,
+                },
+            )
+        return parsed
+
+    async def _round_trip(self, rec: LLMCall, msgs, schema, temperature, max_tokens, seed) -> Completion:
+        comp = await self._complete(msgs, schema, temperature, max_tokens, seed)
+        rec.response = comp.text
+        rec.prompt_tokens += comp.prompt_tokens
+        rec.completion_tokens += comp.completion_tokens
+        return comp
+
+
+# -- parsing -------------------------------------------------------------------------
+
+_FENCE = re.compile(r"```[a-zA-Z]*\s*\n?(.*?)```", re.DOTALL)
+
+
+def parse_output(text: str, output: type[BaseModel]) -> tuple[BaseModel | None, str]:
+    """Validate `text` as `output`, trying cheap clean-ups (code fences, prose around
+    the object) before giving up. Returns (object, "") or (None, what went wrong)."""
+    error = "the reply is empty"
+    for candidate in _candidates(text):
+        try:
+            return output.model_validate_json(candidate), ""
+        except ValidationError as exc:
+            error = _describe(exc)  # the most cleaned-up candidate's error is the most useful
+    return None, error
+
+
+def _candidates(text: str) -> list[str]:
+    found = [text.strip()]
+    if fence := _FENCE.search(text):
+        found.append(fence.group(1).strip())
+    if block := first_json_object(text):
+        found.append(block)
+    return [c for i, c in enumerate(found) if c and c not in found[:i]]
+
+
+def first_json_object(text: str) -> str | None:
+    """The first balanced `{...}` in `text` (braces inside strings don't count)."""
+    start = text.find("{")
+    if start < 0:
+        return None
+    depth, in_string, escaped = 0, False, False
+    for i in range(start, len(text)):
+        ch = text[i]
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch == "{":
+            depth += 1
+        elif ch == "}":
+            depth -= 1
+            if depth == 0:
+                return text[start : i + 1]
+    return None
+
+
+def _describe(exc: ValidationError, limit: int = 500) -> str:
+    parts = []
+    for err in exc.errors()[:5]:
+        loc = ".".join(str(p) for p in err.get("loc", ())) or "(root)"
+        parts.append(f"{loc}: {err.get('msg', '')}")
+    return "; ".join(parts)[:limit]
+
+
+def _failure_hint(comp: Completion, max_tokens: int) -> str:
+    if comp.finish_reason == "length":
+        return (
+            f"the reply was cut off at max_tokens={max_tokens}: raise max_tokens or bound the "
+            "output model's strings and lists (Field(max_length=...))"
+        )
+    return "agents fall back to their default here; a larger model or a simpler output model helps"
+
+
+def _compact(schema: dict[str, Any] | None) -> str:
+    return json.dumps(schema, separators=(",", ":"), ensure_ascii=False)
+
+
+def _as_dict(m: Message | dict[str, str]) -> dict[str, str]:
+    if isinstance(m, Message):
+        return {"role": m.role, "content": m.content}
+    return {"role": m["role"], "content": m["content"]}

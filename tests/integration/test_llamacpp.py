@@ -1,0 +1,118 @@
+"""The real local model (SmolLM2-135M through llama.cpp) answering NQ questions from
+their gold passage, sequentially, concurrently and through its own HTTP endpoint."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+
+import pytest
+from pydantic import BaseModel, Field
+
+from marag.errors import LLMError
+from marag.llm import LLMResponse, Message, make_llm
+from marag.llm.llamacpp import default_model_path
+
+pytestmark = pytest.mark.integration
+
+N_QUESTIONS = 5
+
+
+class ShortAnswer(BaseModel):
+    answer: str = Field(max_length=100)
+
+
+@pytest.fixture(scope="session")
+def llm():
+    try:
+        default_model_path()
+    except LLMError as exc:
+        pytest.skip(exc.message)
+    model = make_llm("llamacpp", threads=2)
+    yield model
+    model.close()
+
+
+@pytest.fixture(scope="session")
+def nq(data_dir) -> list[dict]:
+    path = data_dir / "nq_open_oracle" / "nq_open_oracle_dev600.jsonl"
+    with path.open(encoding="utf-8") as f:
+        rows = [json.loads(line) for _, line in zip(range(N_QUESTIONS), f)]
+    for row in rows:
+        row["gold"] = next(c for c in row["ctxs"] if c.get("isgold"))
+    return rows
+
+
+def prompt(row: dict) -> list[Message]:
+    gold = row["gold"]
+    return [
+        Message(role="system", content="Answer the question from the passage with a few words. Reply in JSON."),
+        Message(role="user", content=f"Passage ({gold['title']}): {gold['text']}\n\nQuestion: {row['question']}?"),
+    ]
+
+
+def check(responses: list[LLMResponse], rows: list[dict]) -> int:
+    hits = 0
+    for r, row in zip(responses, rows):
+        assert isinstance(r.parsed, ShortAnswer) and r.parsed.answer.strip()
+        assert r.usage.prompt_tokens > 0 and r.usage.completion_tokens > 0
+        hits += any(a.lower() in r.parsed.answer.lower() for a in row["answers"])
+    return hits
+
+
+def test_answers_validate_sequentially(llm, nq):
+    async def run():
+        return [await llm.generate(prompt(row), output=ShortAnswer, max_tokens=128) for row in nq]
+
+    responses = asyncio.run(run())
+    hits = check(responses, nq)
+    print(f"\nsequential: {hits}/{len(nq)} answers contain a gold answer:")
+    for r, row in zip(responses, nq):
+        print(f"  {row['question']!r} -> {r.parsed.answer!r} (gold {row['answers']})")
+    assert hits >= 1
+
+
+def test_answers_validate_concurrently(llm, nq):
+    async def run():
+        return await asyncio.gather(*(llm.generate(prompt(row), output=ShortAnswer, max_tokens=128) for row in nq))
+
+    responses = asyncio.run(run())
+    hits = check(responses, nq)
+    print(f"\nconcurrent: {hits}/{len(nq)} contain a gold answer")
+
+
+def test_prompt_longer_than_a_slot_is_a_clear_error(llm):
+    too_long = [Message(role="user", content="word " * (llm.ctx_per_slot + 100))]
+    with pytest.raises(LLMError) as info:
+        asyncio.run(llm.generate(too_long, max_tokens=8))
+    assert "n_ctx" in info.value.message and "raise n_ctx" in info.value.hint
+
+
+def test_cancelled_request_stops_early_and_frees_its_slot(llm):
+    essay = [Message(role="user", content="Write a very long essay about the history of the sea.")]
+
+    async def run():
+        t0 = time.perf_counter()
+        with pytest.raises(asyncio.TimeoutError):
+            await asyncio.wait_for(llm.generate(essay, max_tokens=3000), timeout=0.5)
+        after_cancel = time.perf_counter() - t0
+        r = await llm.generate([Message(role="user", content="Say hi.")], max_tokens=4)
+        return after_cancel, r
+
+    after_cancel, r = asyncio.run(run())
+    assert after_cancel < 2.0 and r.usage.completion_tokens > 0
+
+
+def test_openai_backend_against_the_local_http_endpoint(llm, nq, monkeypatch):
+    base_url = llm.http_base_url
+    if not base_url:
+        pytest.skip("xllamacpp did not start its HTTP listener")
+    remote = make_llm("openai:smollm2", base_url=base_url, api_key_env="MARAG_TEST_LOCAL_KEY", timeout_s=60)
+    monkeypatch.delenv("MARAG_TEST_LOCAL_KEY", raising=False)
+    with pytest.raises(LLMError) as info:  # the local endpoint is not open to anyone
+        asyncio.run(remote.generate(prompt(nq[0]), max_tokens=4))
+    assert "401" in info.value.message and "MARAG_TEST_LOCAL_KEY" in info.value.hint
+    monkeypatch.setenv("MARAG_TEST_LOCAL_KEY", llm.http_api_key)
+    r = asyncio.run(remote.generate(prompt(nq[0]), output=ShortAnswer, max_tokens=128))
+    check([r], nq[:1])
