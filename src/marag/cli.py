@@ -164,6 +164,123 @@ def _format_answer(a) -> str:
     return "\n".join(lines) + "\n"
 
 
+@app.command("eval")
+def eval_(
+    dataset: Annotated[str, typer.Argument(help="Dataset name (see `marag datasets`) or a questions JSONL path.")],
+    strategies: Annotated[str, typer.Option(help="Comma-separated strategy names.")] = "llm_only,vanilla_rag",
+    limit: Annotated[int, typer.Option(help="Only the first N questions (0 = all).")] = 0,
+    metrics: Annotated[Optional[str], typer.Option(help="Comma-separated metrics (default: lexical + retrieval).")] = None,
+    judge_metrics: Annotated[str, typer.Option(help="Comma-separated LLM-judged metrics, e.g. judge_correct,mrag_correctness.")] = "",
+    judge_repeats: Annotated[int, typer.Option(help="Repeat each judged metric N times; report mean and std.")] = 1,
+    judge: Annotated[Optional[str], typer.Option(help="Judge LLM spec (default: the strategy LLM).")] = None,
+    judge_base_url: Annotated[Optional[str], typer.Option(help="Base URL for an OpenAI-compatible judge.")] = None,
+    set_: Annotated[
+        Optional[list[str]], typer.Option("--set", help="STRATEGY.KEY=VALUE config override, repeatable.")
+    ] = None,
+    retriever: Annotated[Optional[str], typer.Option(help="bm25, dense or hybrid.")] = None,
+    retrievers: Annotated[str, typer.Option(help="Indexes to build: bm25,dense.")] = "bm25,dense",
+    llm: Annotated[str, typer.Option(help="LLM: llamacpp[:MODEL.gguf], openai:MODEL, scripted.")] = "llamacpp",
+    llm_base_url: Annotated[Optional[str], typer.Option(help="Base URL of an OpenAI-compatible server.")] = None,
+    threads: Annotated[int, typer.Option(help="CPU threads for the local model.")] = 2,
+    concurrency: Annotated[int, typer.Option(help="Questions answered at once.")] = 4,
+    cache_dir: Annotated[Optional[Path], typer.Option(help="Cache LLM responses in this directory.")] = None,
+    run_id: Annotated[Optional[str], typer.Option(help="Run directory name under --runs (default: derived from the config, so reruns resume).")] = None,
+    runs: Annotated[Path, typer.Option(help="Where run directories go.")] = Path("runs"),
+    seed: Annotated[int, typer.Option(help="Seed for judges and sampling.")] = 0,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")] = False,
+    data_dir: DataDirOpt = None,
+) -> None:
+    """Run strategies on a dataset; write runs/<id>/ with results, traces and report.md (resumable)."""
+    from marag.eval.report import build_report, summary_rows
+    from marag.eval.runner import DEFAULT_METRICS, EvalConfig, run_eval
+    from marag.index.store import IndexConfig
+    from marag.llm import LLMConfig
+
+    strategy_configs: dict[str, dict] = {}
+    for item in set_ or []:
+        key, value = _parse_set(item)
+        sname, dot, field = key.partition(".")
+        if not dot:
+            raise MaragError(f"bad --set {item!r}", hint="use STRATEGY.KEY=VALUE, e.g. --set vanilla_rag.k=4")
+        strategy_configs.setdefault(sname, {})[field] = value
+    cfg = EvalConfig(
+        dataset=dataset,
+        strategies=_csv(strategies),
+        strategy_configs=strategy_configs,
+        limit=limit or None,
+        metrics=_csv(metrics) if metrics else list(DEFAULT_METRICS),
+        judge_metrics=_csv(judge_metrics),
+        judge_repeats=judge_repeats,
+        llm=LLMConfig.from_spec(llm, base_url=llm_base_url, threads=threads, cache_dir=cache_dir),
+        judge=LLMConfig.from_spec(judge, base_url=judge_base_url, threads=threads, cache_dir=cache_dir) if judge else None,
+        retriever=retriever,
+        index=IndexConfig(retrievers=_csv(retrievers)),
+        concurrency=concurrency,
+        seed=seed,
+    )
+    run_dir = runs / (run_id or cfg.default_run_id())
+    asyncio.run(run_eval(cfg, run_dir, data_dir=data_dir, progress=not quiet))
+    report = build_report([run_dir])
+    _print_summary(summary_rows(run_dir))
+    typer.echo(f"run: {run_dir}\nreport: {report}")
+
+
+@app.command()
+def report(
+    runs: Annotated[list[Path], typer.Argument(help="One or more run directories to compare.")],
+    out: Annotated[Optional[Path], typer.Option(help="Directory for report.md and plots (default: the first run).")] = None,
+) -> None:
+    """Write report.md (+ plots) for one run, or compare several runs side by side."""
+    from marag.eval.report import build_report
+
+    if out:
+        out.mkdir(parents=True, exist_ok=True)
+    typer.echo(f"report: {build_report(runs, out)}")
+
+
+@app.command()
+def datasets(data_dir: DataDirOpt = None) -> None:
+    """List the registered evaluation datasets and whether their data is present."""
+    from marag.config import data_dir as find_data_dir
+    from marag.eval.datasets import DATASETS
+
+    root = find_data_dir(data_dir, required=False)
+    for name in DATASETS.names():
+        spec = DATASETS.get(name)
+        present = "ok " if root is not None and (root / spec.path).exists() else "-- "
+        typer.echo(f"{present}{name:20s} {spec.description}")
+    if root is None:
+        typer.echo("(data directory not found: pass --data-dir or set MARAG_DATA)")
+
+
+@app.command()
+def metrics() -> None:
+    """List the registered metrics."""
+    from marag.eval.metrics import METRICS
+
+    for name in METRICS.names():
+        m = METRICS.get(name)
+        tag = " (LLM judge)" if m.needs_judge else ""
+        typer.echo(f"{name:20s} {m.description}{tag}")
+
+
+def _csv(text: str) -> list[str]:
+    return [t.strip() for t in text.split(",") if t.strip()]
+
+
+def _print_summary(rows: list[dict]) -> None:
+    if not rows:
+        return
+    keys = [k for k in rows[0] if k not in ("strategy",)]
+    keys = [k for k in keys if any(r.get(k) is not None for r in rows)]
+    typer.echo("strategy".ljust(14) + "".join(k[:12].rjust(13) for k in keys))
+    for r in rows:
+        cells = "".join(
+            (f"{r[k]:.3f}" if isinstance(r.get(k), float) else str(r.get(k, "–"))).rjust(13) for k in keys
+        )
+        typer.echo(r["strategy"].ljust(14) + cells)
+
+
 @app.command("strategies")
 def list_strategies() -> None:
     """List the registered strategies."""

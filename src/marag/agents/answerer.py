@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from pydantic import BaseModel, Field
 
 from marag.agents.base import Agent
@@ -9,7 +11,7 @@ from marag.errors import StructuredOutputError
 from marag.llm.base import Message
 
 # Short fields keep small models inside max_tokens (an unbounded string truncates the JSON).
-ANSWER_MAX_CHARS = 300
+ANSWER_MAX_CHARS = 200
 PASSAGE_MAX_CHARS = 1500
 
 
@@ -28,6 +30,7 @@ class AnswerOutput(BaseModel):
 
 
 FALLBACK_ANSWER = "I could not produce an answer."
+_ANSWER_PREFIX = re.compile(r'^\{\s*"answer"\s*:\s*"?')
 
 _SYSTEM_WITH_PASSAGES = (
     "You answer questions using only the numbered passages you are given. "
@@ -44,7 +47,8 @@ class Answerer(Agent[AnswerInput, AnswerOutput]):
     name = "answerer"
     Input = AnswerInput
     Output = AnswerOutput
-    max_tokens = 160
+    # room for ANSWER_MAX_CHARS plus the JSON around it, so the reply is never cut off
+    max_tokens = 200
 
     def messages(self, inp: AnswerInput) -> list[Message]:
         if not inp.passages:
@@ -60,6 +64,7 @@ class Answerer(Agent[AnswerInput, AnswerOutput]):
         return [Message(role="system", content=_SYSTEM_WITH_PASSAGES), Message(role="user", content=user)]
 
     def fallback(self, inp: AnswerInput, error: StructuredOutputError) -> AnswerOutput:
-        # The raw text often still holds a usable answer; keep it rather than nothing.
-        raw = " ".join(error.raw.split())[:ANSWER_MAX_CHARS]
-        return AnswerOutput(answer=raw or FALLBACK_ANSWER)
+        # The raw text often still holds a usable answer (e.g. JSON cut off mid-string);
+        # keep it rather than nothing.
+        raw = _ANSWER_PREFIX.sub("", " ".join(error.raw.split())).strip(' "}')
+        return AnswerOutput(answer=raw[:ANSWER_MAX_CHARS] or FALLBACK_ANSWER)
