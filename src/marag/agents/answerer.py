@@ -56,8 +56,11 @@ class Answerer(Agent[AnswerInput, AnswerOutput]):
                 Message(role="system", content=_SYSTEM_CLOSED_BOOK),
                 Message(role="user", content=f"Question: {inp.question}\nAnswer as JSON."),
             ]
+        # Best-ranked passage last, right before the question: small models lean on
+        # what they read most recently (measured with SmolLM2-135M on the sample and NQ:
+        # token F1 0.05 with the best passage first, 0.16 with it last).
         blocks = []
-        for i, p in enumerate(inp.passages, 1):
+        for i, p in reversed(list(enumerate(inp.passages, 1))):
             head = f"[{i}] {p.title}".rstrip()
             blocks.append(f"{head}\n{p.text[:PASSAGE_MAX_CHARS]}")
         user = "Passages:\n\n" + "\n\n".join(blocks) + f"\n\nQuestion: {inp.question}\nAnswer as JSON."
