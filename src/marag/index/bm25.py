@@ -122,16 +122,13 @@ class BM25Retriever(BaseRetriever):
 
         tokens: list[list[str]] = []
         step = 10_000
-        for start in tqdm(
-            range(0, len(chunks), step),
-            desc="tokenizing (bm25)",
-            unit_scale=step,
-            disable=not progress,
-            leave=False,
-        ):
-            tokens += tokenize([index_text(c) for c in chunks[start : start + step]])
+        with tqdm(total=len(chunks), desc="bm25", unit="chunk", disable=not progress, leave=False) as bar:
+            for start in range(0, len(chunks), step):
+                tokens += tokenize([index_text(c) for c in chunks[start : start + step]])
+                bar.update(min(step, len(chunks) - start))
         model = bm25s.BM25(k1=k1, b=b, method="lucene", backend="numba")
-        model.index(tokens, show_progress=progress)
+        # bm25s's own four progress bars would only repeat ours
+        model.index(tokens, show_progress=False)
         return cls(chunks, model, n_threads=n_threads)
 
     def save(self, directory: str | Path) -> Path:
