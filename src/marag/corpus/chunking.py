@@ -86,7 +86,8 @@ def _chunk(documents: Iterable[Document], size: int, step: int) -> ChunkList:
             continue
         # n tokens need at least 2n-1 characters, so short texts skip the tokenizing:
         # most passage corpora are all short, and this is their whole cost.
-        if len(stripped) < 2 * size:
+        tokens = None if len(stripped) < 2 * size else stripped.split()
+        if tokens is None or len(tokens) <= size:
             append(
                 Chunk(
                     id=f"{doc.id}#0",
@@ -98,20 +99,7 @@ def _chunk(documents: Iterable[Document], size: int, step: int) -> ChunkList:
                 )
             )
             continue
-        tokens = stripped.split()
         n_tokens = len(tokens)
-        if n_tokens <= size:
-            append(
-                Chunk(
-                    id=f"{doc.id}#0",
-                    doc_id=doc.id,
-                    text=stripped,
-                    position=0,
-                    title=doc.title,
-                    metadata=doc.metadata,
-                )
-            )
-            continue
         if " ".join(tokens) == stripped:
             # Single-spaced text (most passage corpora): a window's slice is exactly the
             # join of its tokens, which is several times faster than locating offsets.

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
-from marag.corpus.loaders._io import require_str
+from marag.corpus.loaders._io import json_files, require_str
 from marag.corpus.models import Question
 
 _HOPS = re.compile(r"^(\d+)hop")
@@ -64,9 +65,7 @@ def hotpot_question(
     qid = rec.get("_id", rec.get("id"))
     if not isinstance(qid, (str, int)):
         raise ValueError("missing required field '_id'")
-    metadata: dict[str, Any] = {
-        k: rec[k] for k in ("type", "level", "supporting_facts", "evidences") if k in rec
-    }
+    metadata: dict[str, Any] = {k: rec[k] for k in ("type", "level", "supporting_facts", "evidences") if k in rec}
     metadata.update(extra or {})
     return Question(
         id=str(qid),
@@ -80,14 +79,10 @@ def hotpot_question(
 def musique_paragraphs(rec: dict[str, Any]) -> list[dict[str, Any]]:
     paras = rec.get("paragraphs")
     if not isinstance(paras, list) or not all(
-        isinstance(p, dict)
-        and isinstance(p.get("title"), str)
-        and isinstance(p.get("paragraph_text"), str)
+        isinstance(p, dict) and isinstance(p.get("title"), str) and isinstance(p.get("paragraph_text"), str)
         for p in paras
     ):
-        raise ValueError(
-            "field 'paragraphs' must be a list of {title, paragraph_text, is_supporting}"
-        )
+        raise ValueError("field 'paragraphs' must be a list of {title, paragraph_text, is_supporting}")
     return paras
 
 
@@ -122,3 +117,14 @@ def musique_question(
         gold_doc_ids=gold,
         metadata=metadata,
     )
+
+
+def corpus_and_question_files(
+    path: Path, is_corpus: Callable[[Path], bool], is_questions: Callable[[Path], bool]
+) -> tuple[list[Path], list[Path]]:
+    """A benchmark folder (or one of its files) split into corpus and question files."""
+    if path.is_file():
+        return ([path], []) if is_corpus(path) else ([], [path])
+    files = json_files(path)
+    corpus = [f for f in files if is_corpus(f)]
+    return corpus, [f for f in files if f not in corpus and is_questions(f)]

@@ -17,7 +17,12 @@ import json
 from pathlib import Path
 
 from marag.corpus.loaders._io import LoadContext, iter_records, json_files, peek
-from marag.corpus.loaders._multihop import hotpot_context, hotpot_question, is_hotpot_record
+from marag.corpus.loaders._multihop import (
+    corpus_and_question_files,
+    hotpot_context,
+    hotpot_question,
+    is_hotpot_record,
+)
 from marag.corpus.loaders.base import LoadedCorpus, OnError, register_loader
 from marag.corpus.models import Document, Question
 from marag.errors import CorpusError
@@ -68,13 +73,7 @@ def _read_corpus(ctx: LoadContext, file: Path) -> list[Document]:
 )
 def load_hotpotqa(path: Path, on_error: OnError = "fail") -> LoadedCorpus:
     ctx = LoadContext(path, on_error)
-    if path.is_file():
-        corpus_files = [path] if _is_corpus(path) else []
-        question_files = [] if corpus_files else [path]
-    else:
-        files = json_files(path)
-        corpus_files = [f for f in files if _is_corpus(f)]
-        question_files = [f for f in files if f not in corpus_files and _is_questions(f)]
+    corpus_files, question_files = corpus_and_question_files(path, _is_corpus, _is_questions)
 
     documents: list[Document] = []
     by_title: dict[str, Document] = {}  # title is the id: first occurrence wins

@@ -24,7 +24,12 @@ from marag.corpus.loaders._io import (
     peek,
     require_str,
 )
-from marag.corpus.loaders._multihop import is_musique_record, musique_paragraphs, musique_question
+from marag.corpus.loaders._multihop import (
+    corpus_and_question_files,
+    is_musique_record,
+    musique_paragraphs,
+    musique_question,
+)
 from marag.corpus.loaders.base import LoadedCorpus, OnError, register_loader
 from marag.corpus.models import Question
 
@@ -59,13 +64,7 @@ def detect(path: Path) -> bool:
 )
 def load_musique(path: Path, on_error: OnError = "fail") -> LoadedCorpus:
     ctx = LoadContext(path, on_error)
-    if path.is_file():
-        corpus_files = [path] if _is_corpus(path) else []
-        question_files = [] if corpus_files else [path]
-    else:
-        files = json_files(path)
-        corpus_files = [f for f in files if _is_corpus(f)]
-        question_files = [f for f in files if f not in corpus_files and _is_questions(f)]
+    corpus_files, question_files = corpus_and_question_files(path, _is_corpus, _is_questions)
 
     pool = PassagePool(ctx)
     for f in corpus_files:

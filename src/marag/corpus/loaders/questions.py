@@ -17,7 +17,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from marag.corpus.loaders._io import JSON_SUFFIXES, LoadContext, files_matching, iter_records, peek
+from marag.corpus.loaders._io import (
+    JSON_SUFFIXES,
+    LoadContext,
+    files_matching,
+    iter_records,
+    peek,
+)
 from marag.corpus.loaders.base import LoadedCorpus, OnError, register_loader
 from marag.corpus.models import Question
 
