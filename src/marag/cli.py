@@ -271,7 +271,7 @@ def _csv(text: str) -> list[str]:
 def _print_summary(rows: list[dict]) -> None:
     if not rows:
         return
-    keys = [k for k in rows[0] if k not in ("strategy",)]
+    keys = list(dict.fromkeys(k for r in rows for k in r if k != "strategy"))
     keys = [k for k in keys if any(r.get(k) is not None for r in rows)]
     typer.echo("strategy".ljust(14) + "".join(k[:12].rjust(13) for k in keys))
     for r in rows:

@@ -98,7 +98,7 @@ def drop_torn_tail(path: Path) -> None:
             f.truncate(data.rfind(b"\n") + 1)
 
 
-def _prepare_run_dir(cfg: EvalConfig, run_dir: Path) -> None:
+def _prepare_run_dir(cfg: EvalConfig, run_dir: Path, models: dict[str, str]) -> None:
     cfg_path = run_dir / "config.json"
     if cfg_path.exists():
         old = json.loads(cfg_path.read_text())
@@ -113,6 +113,7 @@ def _prepare_run_dir(cfg: EvalConfig, run_dir: Path) -> None:
         "fingerprint": cfg.fingerprint(),
         "config": cfg.model_dump(mode="json"),
         "versions": library_versions(),
+        "models": models,  # the resolved model ids (e.g. the GGUF file), not just the spec
         "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
     tmp = cfg_path.with_suffix(".tmp")
@@ -170,7 +171,14 @@ async def run_eval(
     questions = ds.questions[: cfg.limit] if cfg.limit else ds.questions
     if not questions:
         raise MaragError(f"dataset {ds.name!r} has no questions")
-    _prepare_run_dir(cfg, run_dir)
+    # models are created lazily (no server starts until the first call): cheap to make
+    # here, so config.json can record the resolved model ids before any work
+    llm = llm or make_llm(cfg.llm)
+    if cfg.judge_metrics and judge is None:
+        judge = make_llm(cfg.judge) if cfg.judge else llm
+    judge_temp = cfg.judge_temperature if cfg.judge_temperature is not None else (0.7 if cfg.judge_repeats > 1 else 0.0)
+    models = {"llm": getattr(llm, "model", "")} | ({"judge": getattr(judge, "model", "")} if judge else {})
+    _prepare_run_dir(cfg, run_dir, models)
     results_path, traces_path = run_dir / "results.jsonl", run_dir / "traces.jsonl"
     drop_torn_tail(results_path)
     drop_torn_tail(traces_path)
@@ -182,10 +190,6 @@ async def run_eval(
         from marag.eval.indexes import ensure_index
 
         retriever = ensure_index(ds, cfg.index, index_cache, progress=progress).retriever(cfg.retriever)
-    llm = llm or (make_llm(cfg.llm) if todo else None)
-    judge_temp = cfg.judge_temperature if cfg.judge_temperature is not None else (0.7 if cfg.judge_repeats > 1 else 0.0)
-    if cfg.judge_metrics and judge is None and todo:
-        judge = make_llm(cfg.judge) if cfg.judge else llm
     strategies = {s: make_strategy(s, llm, retriever, cfg.strategy_configs.get(s)) for s in cfg.strategies} if todo else {}
 
     gate = asyncio.Semaphore(max(1, cfg.concurrency))

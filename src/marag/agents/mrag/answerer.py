@@ -1,0 +1,44 @@
+"""mRAG's answerer: a response to the question grounded in the collected documents,
+following the coordinator's guidance and using the team's notes (plan, summaries,
+analyses).
+
+It reuses the base answerer's output model and fallback (keep whatever text the model
+produced, or a fixed "could not answer").
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+from marag.agents.answerer import Answerer, AnswerOutput
+from marag.agents.mrag._shared import Doc, render_docs, render_lines
+from marag.llm.base import Message
+
+
+class MRAGAnswerInput(BaseModel):
+    question: str
+    guidance: str = ""  # the coordinator's input
+    notes: list[str] = Field(default_factory=list)
+    documents: list[Doc] = Field(default_factory=list)
+
+
+_SYSTEM = (
+    "You answer a question using only the numbered documents. Give a short, direct "
+    "answer (a name, number, date or one sentence). If the documents do not contain "
+    "the answer, say that you do not know. Reply as JSON."
+)
+
+
+class MRAGAnswerer(Answerer):
+    name = "answerer"
+    Input = MRAGAnswerInput  # type: ignore[assignment]
+    Output = AnswerOutput
+
+    def messages(self, inp: MRAGAnswerInput) -> list[Message]:  # type: ignore[override]
+        user = ""
+        if inp.notes:
+            user += f"Notes:\n{render_lines(inp.notes)}\n\n"
+        user += f"Documents:\n\n{render_docs(inp.documents)}\n\nQuestion: {inp.question}\n"
+        if inp.guidance:
+            user += f"Guidance: {inp.guidance}\n"
+        return [Message(role="system", content=_SYSTEM), Message(role="user", content=user + "Answer as JSON.")]

@@ -1,0 +1,48 @@
+"""The reasoner: a step-by-step analysis of one aspect of the question, from what has
+been collected.
+
+Fallback: a note saying no analysis was produced (the coordinator sees it and moves on).
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+from marag.agents.base import Agent
+from marag.agents.mrag._shared import Doc, render_docs, render_lines
+from marag.errors import StructuredOutputError
+from marag.llm.base import Message
+
+
+class ReasonerInput(BaseModel):
+    question: str
+    aspect: str = ""  # the coordinator's input
+    documents: list[Doc] = Field(default_factory=list)
+    notes: list[str] = Field(default_factory=list)
+
+
+class Analysis(BaseModel):
+    analysis: str = Field(max_length=300)
+
+
+_SYSTEM = (
+    "You think through one aspect of a question, step by step, using the documents. "
+    "Write the steps briefly and end with what follows. Reply as JSON."
+)
+
+
+class Reasoner(Agent[ReasonerInput, Analysis]):
+    name = "reasoner"
+    Input = ReasonerInput
+    Output = Analysis
+    max_tokens = 200
+
+    def messages(self, inp: ReasonerInput) -> list[Message]:
+        user = f"Documents:\n\n{render_docs(inp.documents)}\n\n"
+        if inp.notes:
+            user += f"Notes:\n{render_lines(inp.notes)}\n"
+        user += f"Question: {inp.question}\nAspect to analyse: {inp.aspect or 'the whole question'}\n"
+        return [Message(role="system", content=_SYSTEM), Message(role="user", content=user + "Analysis as JSON.")]
+
+    def fallback(self, inp: ReasonerInput, error: StructuredOutputError) -> Analysis:
+        return Analysis(analysis="No analysis was produced (the reasoner's output was unusable).")

@@ -1,0 +1,50 @@
+"""The reviser: rewrites the current response following a suggestion (typically the
+validator's feedback), staying grounded in the documents.
+
+It only runs once a response exists; before that the strategy records a refusal step
+instead of calling it. Fallback: the response unchanged.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+from marag.agents.answerer import ANSWER_MAX_CHARS, AnswerOutput
+from marag.agents.base import Agent
+from marag.agents.mrag._shared import Doc, render_docs, render_lines
+from marag.errors import StructuredOutputError
+from marag.llm.base import Message
+
+
+class ReviserInput(BaseModel):
+    question: str
+    response: str
+    suggestion: str = ""  # the coordinator's input
+    notes: list[str] = Field(default_factory=list)
+    documents: list[Doc] = Field(default_factory=list)
+
+
+_SYSTEM = (
+    "You improve a response to a question. Apply the suggestion, keep what is right, "
+    "use only facts from the documents, keep it short. Reply as JSON."
+)
+
+
+class Reviser(Agent[ReviserInput, AnswerOutput]):
+    name = "reviser"
+    Input = ReviserInput
+    Output = AnswerOutput
+    max_tokens = 200
+
+    def messages(self, inp: ReviserInput) -> list[Message]:
+        user = f"Documents:\n\n{render_docs(inp.documents)}\n\n"
+        if inp.notes:
+            user += f"Notes:\n{render_lines(inp.notes)}\n"
+        user += (
+            f"Question: {inp.question}\nResponse: {inp.response}\n"
+            f"Suggestion: {inp.suggestion or 'make it more accurate and direct'}\n\nRevised answer as JSON."
+        )
+        return [Message(role="system", content=_SYSTEM), Message(role="user", content=user)]
+
+    def fallback(self, inp: ReviserInput, error: StructuredOutputError) -> AnswerOutput:
+        return AnswerOutput(answer=inp.response[:ANSWER_MAX_CHARS])

@@ -1,0 +1,68 @@
+"""The validator: derives what a good response to this question must satisfy, then
+judges the current response on three counts, each with short feedback:
+valid (it answers what was asked, as asked), grounded (the documents support it) and
+correct (it is right as far as the documents tell).
+
+Fallback: no criteria and every verdict "not checked" (ok=True with feedback saying
+so), so an unusable validation never sends the team into endless revisions.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import BaseModel, Field, StringConstraints
+
+from marag.agents.base import Agent
+from marag.agents.mrag._shared import Doc, render_docs
+from marag.errors import StructuredOutputError
+from marag.llm.base import Message
+
+Criterion = Annotated[str, StringConstraints(max_length=100)]
+
+
+class ValidatorInput(BaseModel):
+    question: str
+    response: str
+    documents: list[Doc] = Field(default_factory=list)
+
+
+class Verdict(BaseModel):
+    ok: bool
+    feedback: str = Field(max_length=150)
+
+
+class Validation(BaseModel):
+    criteria: list[Criterion] = Field(max_length=3)
+    valid: Verdict
+    grounded: Verdict
+    correct: Verdict
+
+    def passed(self) -> bool:
+        return self.valid.ok and self.grounded.ok and self.correct.ok
+
+
+_SYSTEM = (
+    "You check a response to a question. First list up to 3 things a good response "
+    "must do. Then say whether the response is valid (answers what was asked), "
+    "grounded (the documents support it) and correct, each with a short feedback. "
+    "Reply as JSON."
+)
+
+
+class Validator(Agent[ValidatorInput, Validation]):
+    name = "validator"
+    Input = ValidatorInput
+    Output = Validation
+    max_tokens = 300
+
+    def messages(self, inp: ValidatorInput) -> list[Message]:
+        user = (
+            f"Documents:\n\n{render_docs(inp.documents)}\n\n"
+            f"Question: {inp.question}\nResponse: {inp.response}\n\nCheck as JSON."
+        )
+        return [Message(role="system", content=_SYSTEM), Message(role="user", content=user)]
+
+    def fallback(self, inp: ValidatorInput, error: StructuredOutputError) -> Validation:
+        unchecked = Verdict(ok=True, feedback="not checked (the validator's output was unusable)")
+        return Validation(criteria=[], valid=unchecked, grounded=unchecked, correct=unchecked)
