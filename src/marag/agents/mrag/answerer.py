@@ -35,10 +35,12 @@ class MRAGAnswerer(Answerer):
     Output = AnswerOutput
 
     def messages(self, inp: MRAGAnswerInput) -> list[Message]:  # type: ignore[override]
+        # The question comes last, right after the best document: what the model reads
+        # last is what a small model answers (a trailing "Guidance:" line was echoed).
         user = ""
-        if inp.notes:
-            user += f"Notes:\n{render_lines(inp.notes)}\n\n"
-        user += f"Documents:\n\n{render_docs(inp.documents)}\n\nQuestion: {inp.question}\n"
         if inp.guidance:
             user += f"Guidance: {inp.guidance}\n"
-        return [Message(role="system", content=_SYSTEM), Message(role="user", content=user + "Answer as JSON.")]
+        if inp.notes:
+            user += f"Notes:\n{render_lines(inp.notes)}\n"
+        user += f"\nDocuments:\n\n{render_docs(inp.documents)}\n\nQuestion: {inp.question}\nAnswer as JSON."
+        return [Message(role="system", content=_SYSTEM), Message(role="user", content=user.lstrip())]

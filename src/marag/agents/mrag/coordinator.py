@@ -5,6 +5,12 @@ with a short input for it and a short reason.
 Fallback: when its output is unusable it hands over to the fixed sequence
 planner -> searcher -> answerer -> finisher; the strategy tells it where that sequence
 stands (`default_next`), so the run continues from what has already happened.
+
+Hint (our addition, `hint=True`): the prompt names `default_next` as "the usual next
+agent" and lists it first. SmolLM2-135M otherwise names the first agent it reads
+(the planner) in almost every state; with the hint it chose a sensible agent in 11 of
+12 probe states (question x {start, planned, searched, answered}), without it 4-7.
+A capable model still chooses freely; turn it off to study the unaided coordinator.
 """
 
 from __future__ import annotations
@@ -14,33 +20,34 @@ from typing import Literal, get_args
 from pydantic import BaseModel, Field
 
 from marag.agents.base import Agent
-from marag.agents.mrag._shared import render_lines
 from marag.errors import StructuredOutputError
 from marag.llm.base import Message
 
 AgentName = Literal["planner", "searcher", "summarizer", "reasoner", "validator", "answerer", "reviser", "finisher"]
 AGENT_NAMES: tuple[str, ...] = get_args(AgentName)
 
-# What the coordinator is told about each agent: what to give it, what comes back.
+# What the coordinator is told about each agent. Deliberately short and free of
+# "input:"-style labels: small models copy such text into their own fields.
 AGENT_GUIDE: dict[str, str] = {
-    "planner": "input: what to plan for. Returns a short list of steps.",
-    "searcher": "input: the aspects to look up. Returns relevant documents from the collection.",
-    "summarizer": "input: what to focus on. Returns a summary of the information collected.",
-    "reasoner": "input: one aspect to think through. Returns a step-by-step analysis.",
-    "answerer": "input: guidance for the answer. Returns a response based on the documents.",
-    "validator": "input: nothing. Checks the response: valid, grounded, correct, with feedback.",
-    "reviser": "input: what to change. Returns a revised response (only after the answerer).",
-    "finisher": "input: nothing. Ends the work and returns the response (only after the answerer).",
+    "planner": "makes a short plan",
+    "searcher": "finds documents about the topic you give it",
+    "summarizer": "summarizes the documents found",
+    "reasoner": "thinks through one point you give it",
+    "answerer": "writes the response from the documents found",
+    "validator": "checks the response",
+    "reviser": "improves the response as you suggest",
+    "finisher": "ends the work and returns the response",
 }
 
-_SYSTEM = (
-    "You lead a team of agents that answer a question using a document collection. "
-    "Each turn, choose the one agent that should act next, give it a short input, and "
-    "say why in a few words.\nAgents:\n"
-    + "\n".join(f"- {name}: {text}" for name, text in AGENT_GUIDE.items())
-    + "\nA good order: planner, searcher, answerer, validator, finisher. "
-    "Search before answering. Finish once a good response exists."
-)
+
+def _system(first: str | None) -> str:
+    order = list(AGENT_GUIDE) if first is None else [first] + [a for a in AGENT_GUIDE if a != first]
+    return (
+        "You coordinate a team of agents that answer a question from a document collection. "
+        "Each turn you choose the agent that acts next.\nAgents:\n"
+        + "\n".join(f"{name} - {AGENT_GUIDE[name]}" for name in order)
+        + "\nReply as JSON with the agent, its input and your reason."
+    )
 
 
 class CoordinatorInput(BaseModel):
@@ -49,7 +56,8 @@ class CoordinatorInput(BaseModel):
     response: str = ""  # the current response ("" = none yet)
     documents: list[str] = Field(default_factory=list)  # titles of the documents collected
     calls_left: int = 0
-    default_next: AgentName = "planner"  # the fixed sequence's next agent: only the fallback reads it
+    default_next: AgentName = "planner"  # the fixed sequence's next agent (fallback; hint)
+    hint: bool = True  # name default_next in the prompt and list it first (see module docstring)
 
 
 class CoordinatorDecision(BaseModel):
@@ -68,15 +76,31 @@ class Coordinator(Agent[CoordinatorInput, CoordinatorDecision]):
         history = "\n".join(f"{i}. {h}" for i, h in enumerate(inp.history, 1)) or "(nothing yet)"
         user = (
             f"Question: {inp.question}\n"
-            f"Documents collected ({len(inp.documents)}):\n{render_lines(inp.documents)}\n"
-            f"Current response: {inp.response or '(none yet)'}\n"
-            f"Agent calls left: {inp.calls_left}\n"
-            f"What the agents reported so far:\n{history}\n\n"
-            "Which agent acts next? Reply as JSON."
+            f"Done so far:\n{history}\n"
+            f"Documents found: {'; '.join(inp.documents) or 'none'}\n"
+            f"Response: {inp.response or 'none yet'}\n"
+            f"Calls left: {inp.calls_left}\n"
+            + (f"The usual next agent is: {inp.default_next}\n" if inp.hint else "")
+            + "Which agent acts next?"
         )
-        return [Message(role="system", content=_SYSTEM), Message(role="user", content=user)]
+        return [
+            Message(role="system", content=_system(inp.default_next if inp.hint else None)),
+            Message(role="user", content=user),
+        ]
 
     def fallback(self, inp: CoordinatorInput, error: StructuredOutputError) -> CoordinatorDecision:
         return CoordinatorDecision(
             agent=inp.default_next, input="", reason="fallback: coordinator output unusable, fixed sequence"
         )
+
+
+def useful_input(text: str) -> str:
+    """The coordinator's input for the agent, or "" when it is an echo rather than an
+    instruction: an agent's name, a phrase copied from the coordinator's own prompt,
+    or something without words (small models do all three)."""
+    flat = " ".join(text.split()).strip(" .,;:-\"'")
+    if len(flat) < 3 or not any(c.isalpha() for c in flat) or flat.lower() in AGENT_NAMES:
+        return ""
+    if flat.lower() in _system(None).lower() or "usual next agent" in flat.lower():
+        return ""
+    return flat

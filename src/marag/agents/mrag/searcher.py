@@ -10,8 +10,11 @@ Three model calls make it up, each a small agent with its own fallback:
   server reads both at once). A call per document keeps each prompt to one document,
   which small models handle better than comparing two. Fallback: relevant if and only
   if the retriever put it on the first page of its query.
-- `NextMove` ("searcher.next"): continue / change / end. Fallback: end if something
-  relevant was found, else continue.
+- `NextMove` ("searcher.next"): continue / change / end. Fallback: the usual move
+  (`NextInput.usual`: end once something relevant was found; change after two fruitless
+  pages or an empty one; else continue). With `hint` (our addition) the prompt names
+  that usual move and lists it first: SmolLM2-135M otherwise answers "continue", the
+  first option it reads, whatever the page held.
 
 Limits (from the strategy config) are enforced here, not left to the model: a query is
 read at most `query_reuse_limit` times (then the move is forced to a fresh query if the
@@ -23,6 +26,7 @@ not, is in this step's outputs.
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Awaitable, Callable
 from typing import Literal
 
@@ -103,6 +107,14 @@ class Judge(Agent[JudgeInput, Judgement]):
         return Judgement(explanation=f"fallback: ranked {why} of its query", relevant=inp.first_page)
 
 
+Action = Literal["continue", "change", "end"]
+_ACTIONS = {
+    "continue": "continue (read the next page of the same query)",
+    "change": "change (write a new query and say why)",
+    "end": "end (enough found, or nothing more to find)",
+}
+
+
 class NextInput(BaseModel):
     question: str
     query: str
@@ -111,10 +123,19 @@ class NextInput(BaseModel):
     steps_left: int
     page: list[str] = Field(default_factory=list)  # this page's judgements, one line each
     relevant_so_far: int = 0
+    hint: bool = True  # name the usual move in the prompt, listed first (see module docstring)
+
+    @property
+    def usual(self) -> Action:
+        """The move a careful searcher usually makes here: stop once something relevant
+        is in hand, re-query when a query runs dry or two pages brought nothing."""
+        if self.relevant_so_far:
+            return "end"
+        return "change" if self.uses >= 2 or not self.page else "continue"
 
 
 class Move(BaseModel):
-    action: Literal["continue", "change", "end"]
+    action: Action
     new_query: str = Field(default="", max_length=QUERY_MAX_CHARS)
     reason: str = Field(default="", max_length=150)
 
@@ -126,21 +147,24 @@ class NextMove(Agent[NextInput, Move]):
     max_tokens = 120
 
     def messages(self, inp: NextInput) -> list[Message]:
+        first = inp.usual if inp.hint else "continue"
+        options = [first] + [a for a in _ACTIONS if a != first]
         system = (
-            "You steer a search. After each page of results choose: continue (next page, "
-            "same query), change (a new query, with the reason) or end (enough found, or "
-            "nothing more to find). Reply as JSON."
+            "You steer a search. After each page of results choose one move:\n"
+            + "\n".join(f"- {_ACTIONS[a]}" for a in options)
+            + "\nReply as JSON."
         )
         user = (
             f"Question: {inp.question}\nQuery: {inp.query} (pages read: {inp.uses} of {inp.reuse_limit})\n"
-            f"This page:\n{render_lines(inp.page)}\n"
-            f"Relevant documents so far: {inp.relevant_so_far}. Pages left: {inp.steps_left}.\n\nNext move as JSON."
+            f"This page:\n{render_lines(inp.page, '(no more results)')}\n"
+            f"Relevant documents so far: {inp.relevant_so_far}. Pages left: {inp.steps_left}.\n"
+            + (f"The usual move here: {inp.usual}\n" if inp.hint else "")
+            + "\nNext move as JSON."
         )
         return [Message(role="system", content=system), Message(role="user", content=user)]
 
     def fallback(self, inp: NextInput, error: StructuredOutputError) -> Move:
-        action = "end" if inp.relevant_so_far else "continue"
-        return Move(action=action, reason=f"fallback: {action} (next-move output unusable)")
+        return Move(action=inp.usual, reason=f"fallback: the usual move, {inp.usual} (next-move output unusable)")
 
 
 # -- the search loop --------------------------------------------------------------------
@@ -155,6 +179,9 @@ class SearchLimits(BaseModel):
     query_reuse_limit: int = 5
     max_steps: int = 6
     doc_chars: int = 600
+    hint: bool = True  # NextMove's "usual move" hint
+    keep_top_ranked: int = 0  # a query's top-N hits count as relevant whatever the judge says
+    on_topic_queries: bool = False  # a query must share a content word with question/aspects
 
 
 class Judged(BaseModel):
@@ -162,9 +189,10 @@ class Judged(BaseModel):
     doc_id: str
     title: str = ""
     rank: int  # 0-based rank under its query
-    relevant: bool
+    relevant: bool  # the verdict used (the judge's, unless `by_rank`)
     explanation: str
-    fallback: bool = False
+    fallback: bool = False  # the judge's output was unusable: its fallback decided
+    by_rank: bool = False  # the judge said no, but `keep_top_ranked` kept it
 
 
 class SearchStep(BaseModel):
@@ -180,22 +208,50 @@ class SearcherOutput(BaseModel):
     queries: list[str]
     steps: list[SearchStep]
     relevant: list[Judged]
+    rejected_queries: list[str] = Field(default_factory=list)  # off-topic queries not run
 
     @property
     def query_reuses(self) -> int:
-        return len(self.steps) - len(set(s.query for s in self.steps))
+        return len(self.steps) - len({s.query for s in self.steps})
+
+
+_STOP = frozenset(
+    "the and for with from that this who whom what which when where why how did does was were are "  # noqa: SIM905
+    "has have had its his her their into about than then there".split()
+)
+
+
+def content_words(text: str) -> set[str]:
+    return {w for w in re.findall(r"[a-z0-9]+", text.lower()) if len(w) >= 3 and w not in _STOP}
 
 
 class Searcher:
     name = "searcher"
 
     async def __call__(
-        self, llm: LLM, search: SearchFn, inp: SearcherInput, limits: SearchLimits,
-        temperature: float = 0.0, seed: int | None = None,
+        self,
+        llm: LLM,
+        search: SearchFn,
+        inp: SearcherInput,
+        limits: SearchLimits,
+        temperature: float = 0.0,
+        seed: int | None = None,
     ) -> tuple[SearcherOutput, list[Hit]]:
         with step(self.name, **inp.model_dump(mode="json")) as s:
-            q = await QueryWriter()(llm, QueryInput(**inp.model_dump()), temperature, seed)
-            query = clip(q.query, QUERY_MAX_CHARS) or clip(inp.aspects or inp.question, QUERY_MAX_CHARS)
+            topic = content_words(f"{inp.question} {inp.aspects} {' '.join(inp.known)}")
+            rejected: list[str] = []
+
+            def usable(q: str) -> bool:  # has words, is not a move's name, is about the question
+                ok = sum(c.isalpha() for c in q) >= 3 and q.lower().strip(" .") not in _ACTIONS
+                ok = ok and (not limits.on_topic_queries or bool(content_words(q) & topic))
+                if q and not ok:
+                    rejected.append(q)
+                return ok
+
+            q = clip(
+                (await QueryWriter()(llm, QueryInput(**inp.model_dump()), temperature, seed)).query, QUERY_MAX_CHARS
+            )
+            query = q if usable(q) else clip(inp.aspects or inp.question, QUERY_MAX_CHARS)
             uses: dict[str, int] = {}  # pages read per query; the next offset follows from it
             steps: list[SearchStep] = []
             found: dict[str, tuple[Hit, Judged]] = {}
@@ -203,49 +259,83 @@ class Searcher:
                 offset = uses.get(query, 0) * limits.docs_per_step
                 hits = await search(query, limits.docs_per_step, offset)
                 uses[query] = uses.get(query, 0) + 1
-                judged = list(await asyncio.gather(*(self._judge(llm, inp, h, offset + i, limits, temperature, seed) for i, h in enumerate(hits))))
+                judged = list(
+                    await asyncio.gather(
+                        *(self._judge(llm, inp, h, offset + i, limits, temperature, seed) for i, h in enumerate(hits))
+                    )
+                )
                 for h, j in zip(hits, judged):
                     if j.relevant and h.chunk_id not in found:
                         found[h.chunk_id] = (h, j)
                 if n == limits.max_steps - 1:
                     steps.append(SearchStep(query=query, offset=offset, docs=judged, action="end", forced="max_steps"))
                     break
-                move = await NextMove()(llm, NextInput(
-                    question=inp.question, query=query, uses=uses[query], reuse_limit=limits.query_reuse_limit,
-                    steps_left=limits.max_steps - n - 1, relevant_so_far=len(found),
-                    page=[f"{j.title or j.chunk_id}: {'relevant' if j.relevant else 'not relevant'} ({j.explanation})" for j in judged] or ["(no more results)"],
-                ), temperature, seed)
-                action, new_query, forced = self._enforce(move, query, uses, bool(hits), limits)
-                steps.append(SearchStep(query=query, offset=offset, docs=judged, action=action, reason=move.reason, forced=forced))
+                move = await NextMove()(
+                    llm,
+                    NextInput(
+                        question=inp.question,
+                        query=query,
+                        uses=uses[query],
+                        reuse_limit=limits.query_reuse_limit,
+                        steps_left=limits.max_steps - n - 1,
+                        relevant_so_far=len(found),
+                        hint=limits.hint,
+                        page=[
+                            f"{j.title or j.chunk_id}: {'relevant' if j.relevant else 'not relevant'} ({j.explanation})"
+                            for j in judged
+                        ],
+                    ),
+                    temperature,
+                    seed,
+                )
+                new = clip(move.new_query, QUERY_MAX_CHARS)
+                fresh = new != query and uses.get(new, 0) < limits.query_reuse_limit and usable(new)
+                action, forced = self._enforce(move.action, fresh, bool(hits), uses[query] >= limits.query_reuse_limit)
+                steps.append(
+                    SearchStep(
+                        query=query, offset=offset, docs=judged, action=action, reason=move.reason, forced=forced
+                    )
+                )
                 if action == "end":
                     break
-                query = new_query
+                query = new if action == "change" else query
             out = SearcherOutput(
-                queries=list(uses), steps=steps, relevant=[j for _, j in found.values()]
+                queries=list(uses), steps=steps, relevant=[j for _, j in found.values()], rejected_queries=rejected
             )
             s.outputs = out.model_dump(mode="json")
         return out, [h for h, _ in found.values()]
 
     async def _judge(self, llm, inp, hit: Hit, rank: int, limits: SearchLimits, temperature, seed) -> Judged:
-        j_in = JudgeInput(question=inp.question, aspects=inp.aspects, document=doc_from_hit(hit, limits.doc_chars),
-                          first_page=rank < limits.docs_per_step)
+        j_in = JudgeInput(
+            question=inp.question,
+            aspects=inp.aspects,
+            document=doc_from_hit(hit, limits.doc_chars),
+            first_page=rank < limits.docs_per_step,
+        )
         j = await Judge()(llm, j_in, temperature, seed)
-        return Judged(chunk_id=hit.chunk_id, doc_id=hit.doc_id, title=hit.title, rank=rank, relevant=j.relevant,
-                      explanation=j.explanation, fallback=j.explanation.startswith("fallback:"))
+        by_rank = not j.relevant and rank < limits.keep_top_ranked
+        return Judged(
+            chunk_id=hit.chunk_id,
+            doc_id=hit.doc_id,
+            title=hit.title,
+            rank=rank,
+            relevant=j.relevant or by_rank,
+            explanation=j.explanation,
+            fallback=j.explanation.startswith("fallback:"),
+            by_rank=by_rank,
+        )
 
     @staticmethod
-    def _enforce(move: Move, query: str, uses: dict[str, int], had_hits: bool, limits: SearchLimits) -> tuple[str, str, str | None]:
-        """The move actually made: (action, next query, name of the limit that forced it)."""
-        new = clip(move.new_query, QUERY_MAX_CHARS)
-        fresh = bool(new) and new != query and uses.get(new, 0) < limits.query_reuse_limit
-        if move.action == "end":
-            return "end", query, None
-        if move.action == "change" and fresh:
-            return "change", new, None
+    def _enforce(action: str, fresh: bool, had_hits: bool, used_up: bool) -> tuple[str, str | None]:
+        """The move actually made, and the name of the limit that forced it (if any).
+        `fresh`: the model offered a usable new query; `used_up`: the current query has
+        read its `query_reuse_limit` pages."""
+        if action == "end":
+            return "end", None
+        if action == "change" and fresh:
+            return "change", None
         # continue (or a change without a usable new query, which reads the same query again)
-        blocked = None if had_hits else "no_more_results"
-        if had_hits and uses[query] >= limits.query_reuse_limit:
-            blocked = "query_reuse_limit"
+        blocked = "no_more_results" if not had_hits else "query_reuse_limit" if used_up else None
         if blocked is None:
-            return "continue", query, None if move.action == "continue" else "no_new_query"
-        return ("change", new, blocked) if fresh else ("end", query, blocked)
+            return "continue", None if action == "continue" else "no_new_query"
+        return ("change" if fresh else "end"), blocked

@@ -1,0 +1,471 @@
+"""mRAG: the coordinator loop, the searcher's paging/re-querying, budgets, guards and
+fallbacks, driven by scripted models over a real BM25 index of samples/corpus."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from marag.agents.mrag import AGENT_NAMES, Searcher, SearcherInput, SearchLimits
+from marag.index.base import Hit
+from marag.index.pipeline import index_corpus
+from marag.index.store import IndexConfig
+from marag.llm import ScriptedLLM
+from marag.strategies import STRATEGIES, make_strategy
+from marag.strategies.mrag import MRAG, MRAGConfig
+from marag.trace import Trace, activate
+
+ADA = "computing/ada-lovelace.md#0"
+GRACE = "computing/grace-hopper.md#0"
+BEES = "science/honeybees.md#0"
+
+
+@pytest.fixture(scope="module")
+def retriever(tmp_path_factory, repo: Path):
+    out = tmp_path_factory.mktemp("idx") / "sample"
+    return index_corpus(repo / "samples" / "corpus", out, IndexConfig(retrievers=["bm25"]), progress=False).retriever(
+        "bm25"
+    )
+
+
+class Script:
+    """Replies by output model name: a list is consumed in order, a callable gets the
+    last user message; `calls` counts the round trips per model."""
+
+    def __init__(self, **replies: list | Callable[[str], Any]):
+        self.replies = replies
+        self.calls: dict[str, int] = {}
+
+    def __call__(self, messages, output):
+        name = output.__name__
+        self.calls[name] = self.calls.get(name, 0) + 1
+        reply = self.replies[name]
+        return reply(messages[-1]["content"]) if callable(reply) else reply.pop(0)
+
+
+def coord(agent: str, input: str = "", reason: str = "next") -> dict:
+    return {"agent": agent, "input": input, "reason": reason}
+
+
+def move(action: str, new_query: str = "", reason: str = "") -> dict:
+    return {"action": action, "new_query": new_query, "reason": reason}
+
+
+def judge_titles(*titles: str) -> Callable[[str], dict]:
+    """A judge that calls a document relevant when its title is one of `titles`."""
+
+    def judge(user: str) -> dict:
+        title = user.split("\n", 1)[0].removeprefix("Document: ")
+        ok = title in titles
+        return {"explanation": f"{title} {'is' if ok else 'is not'} about it", "relevant": ok}
+
+    return judge
+
+
+def agents(trace: Trace) -> list[str]:
+    """The agents the coordinator ran, in order (not the searcher's inner calls)."""
+    return [s.agent for s in trace.steps if s.agent in AGENT_NAMES]
+
+
+def run(strategy, question: str):
+    return asyncio.run(strategy.run(question))
+
+
+def test_registered_with_paper_budgets_as_defaults(retriever):
+    assert "mrag" in STRATEGIES.names()
+    s = make_strategy("mrag", ScriptedLLM(), retriever)
+    assert isinstance(s, MRAG)
+    c = s.config
+    assert (c.max_agent_calls, c.docs_per_step, c.query_reuse_limit) == (30, 2, 5)
+    with pytest.raises(Exception) as e:
+        MRAGConfig(role_llms={"speller": {"backend": "scripted"}})
+    assert "speller" in str(e.value) and "answerer" in str(e.value)
+
+
+def test_case_study_1_control_flow(retriever):
+    """Planner -> searcher (two aspects) -> reasoner -> searcher -> summarizer ->
+    answerer -> validator -> finisher."""
+    q = "How did Ada Lovelace and Grace Hopper each shape programming?"
+    script = Script(
+        CoordinatorDecision=[
+            coord("planner", reason="two people to cover"),
+            coord("searcher", "Ada Lovelace's program; Grace Hopper's compiler", "need sources for both"),
+            coord("reasoner", "what each of them contributed"),
+            coord("searcher", "Grace Hopper compiler", "Hopper is still thin"),
+            coord("summarizer", "contributions"),
+            coord("answerer", "contrast the two"),
+            coord("validator"),
+            coord("finisher", reason="validated"),
+        ],
+        Plan=[{"steps": ["Find Lovelace's contribution", "Find Hopper's contribution", "Compare"]}],
+        Query=[{"query": "Ada Lovelace first program"}, {"query": "Grace Hopper compiler"}],
+        Judgement=judge_titles("Ada Lovelace", "Grace Hopper"),
+        Move=[
+            move("continue", reason="one more page for Hopper"),
+            move("end", reason="both found"),
+            move("end", reason="found"),
+        ],
+        Analysis=[{"analysis": "Lovelace wrote the first program; Hopper built the first compiler."}],
+        Summary=[{"summary": "Lovelace: Note G program. Hopper: A-0 compiler, COBOL."}],
+        AnswerOutput=[{"answer": "Lovelace wrote the first program; Hopper built the first compiler."}],
+        Validation=[
+            {
+                "criteria": ["covers both"],
+                "valid": {"ok": True, "feedback": "ok"},
+                "grounded": {"ok": True, "feedback": "ok"},
+                "correct": {"ok": True, "feedback": "ok"},
+            }
+        ],
+    )
+    ans = run(MRAG(ScriptedLLM(fn=script), retriever), q)
+    t = ans.trace
+    assert agents(t) == [
+        "planner",
+        "searcher",
+        "reasoner",
+        "searcher",
+        "summarizer",
+        "answerer",
+        "validator",
+        "finisher",
+    ]
+    assert ans.answer == "Lovelace wrote the first program; Hopper built the first compiler."
+    # S: relevant documents in discovery order, Grace Hopper found twice but kept once
+    assert [s.chunk_id for s in ans.sources] == [ADA, GRACE]
+    # the coordinator's reasons are in its steps
+    reasons = [s.outputs["reason"] for s in t.steps if s.agent == "coordinator"]
+    assert reasons[1] == "need sources for both" and len(reasons) == 8
+    # the first searcher read two pages of one query and judged every document
+    first = next(s for s in t.steps if s.agent == "searcher")
+    assert first.inputs["aspects"] == "Ada Lovelace's program; Grace Hopper's compiler"
+    assert [(p["query"], p["offset"], p["action"]) for p in first.outputs["steps"]] == [
+        ("Ada Lovelace first program", 0, "continue"),
+        ("Ada Lovelace first program", 2, "end"),
+    ]
+    page1 = first.outputs["steps"][0]["docs"]
+    assert [(d["chunk_id"], d["relevant"]) for d in page1] == [(ADA, True), ("computing/python-language.md#0", False)]
+    assert page1[0]["explanation"] == "Ada Lovelace is about it"
+    assert [(c.query, c.offset, c.k) for c in first.searches] == [
+        ("Ada Lovelace first program", 0, 2),
+        ("Ada Lovelace first program", 2, 2),
+    ]
+    # the answerer saw the summary and the reasoner's analysis, and both documents
+    answer_prompt = next(s for s in t.steps if s.agent == "answerer").llm_calls[0].messages[-1]["content"]
+    assert "Summary: Lovelace: Note G" in answer_prompt and "Analysis: Lovelace wrote" in answer_prompt
+    assert "Note G" in answer_prompt and "COBOL" in answer_prompt
+    # budgets are reported
+    assert ans.usage["agent_calls"] == 8 and ans.usage["max_agent_calls"] == 30
+    assert ans.usage["searcher_steps"] == 3 and ans.usage["query_reuses"] == 1
+    assert ans.config["max_agent_calls"] == 30 and ans.config["query_reuse_limit"] == 5
+    assert t.steps[-1].agent == "budget" and t.steps[-1].outputs["finished"] is True
+
+
+def test_case_study_2_searcher_changes_an_unproductive_query(retriever):
+    q = "Which scientist decoded the honeybee waggle dance?"
+    judged = []
+
+    def judge(user: str) -> dict:
+        judged.append(user)
+        title = user.split("\n", 1)[0].removeprefix("Document: ")
+        return {
+            "explanation": f"{title}: {'the waggle dance' if title == 'Honeybees' else 'unrelated'}",
+            "relevant": title == "Honeybees",
+        }
+
+    script = Script(
+        CoordinatorDecision=[coord("searcher", "who decoded the waggle dance"), coord("answerer"), coord("finisher")],
+        Query=[{"query": "first discovery of the world"}],
+        Judgement=judge,
+        Move=[
+            move("continue", reason="nothing yet"),
+            move("continue", reason="try one more page"),
+            move("change", "honeybee waggle dance", "three pages without anything on bees: ask about bees"),
+            move("end", reason="found the dance"),
+        ],
+        AnswerOutput=[{"answer": "Karl von Frisch"}],
+    )
+    # the paper's searcher: judged by the model alone, any query goes
+    ans = run(MRAG(ScriptedLLM(fn=script), retriever, {"keep_top_ranked": 0, "guards": False}), q)
+    searcher = next(s for s in ans.trace.steps if s.agent == "searcher")
+    pages = searcher.outputs["steps"]
+    assert [(p["query"], p["offset"]) for p in pages] == [
+        ("first discovery of the world", 0),
+        ("first discovery of the world", 2),
+        ("first discovery of the world", 4),
+        ("honeybee waggle dance", 0),
+    ]
+    assert [d["relevant"] for p in pages[:3] for d in p["docs"]] == [False] * 6
+    assert pages[2]["action"] == "change" and pages[2]["reason"].startswith("three pages without anything")
+    assert searcher.outputs["queries"] == ["first discovery of the world", "honeybee waggle dance"]
+    assert [d["chunk_id"] for d in searcher.outputs["relevant"]] == [BEES]
+    assert searcher.outputs["relevant"][0]["explanation"] == "Honeybees: the waggle dance"
+    assert [(c.query, c.offset) for c in searcher.searches] == [(p["query"], p["offset"]) for p in pages]
+    assert len(judged) == 7  # one judgement per document: 3 pages of 2, then the bees
+    assert [s.chunk_id for s in ans.sources] == [BEES] and ans.answer == "Karl von Frisch"
+    assert ans.usage["query_reuses"] == 2
+
+
+def test_budget_exhaustion_still_answers(retriever):
+    script = Script(
+        CoordinatorDecision=lambda _: coord("summarizer", "keep summarizing"),
+        Summary=lambda _: {"summary": "nothing new"},
+        AnswerOutput=[{"answer": "an answer from what was collected"}],
+    )
+    ans = run(MRAG(ScriptedLLM(fn=script), retriever, {"max_agent_calls": 4, "guards": False}), "What is the Sahara?")
+    assert agents(ans.trace) == ["summarizer"] * 4 + ["answerer"]
+    assert script.calls["CoordinatorDecision"] == 4
+    assert ans.answer == "an answer from what was collected"
+    budget = ans.trace.steps[-1].outputs
+    assert budget["agent_calls"] == 4 and budget["finished"] is False and budget["answered_after_budget"] is True
+    assert ans.usage["answered_after_budget"] == 1.0
+
+
+def test_repetition_guard_moves_the_fixed_sequence_on(retriever):
+    # a small model that always names the reasoner: after 3 in a row the guard runs the
+    # fixed sequence's next agent instead (planner, then searcher, ...)
+    script = Script(
+        CoordinatorDecision=lambda _: coord("reasoner", "think"),
+        Analysis=lambda _: {"analysis": "hmm"},
+        Plan=lambda _: {"steps": ["search"]},
+        Query=lambda _: {"query": "Sahara desert"},
+        Judgement=judge_titles("The Sahara"),
+        Move=lambda _: move("end"),
+        AnswerOutput=lambda _: {"answer": "a desert"},
+    )
+    ans = run(MRAG(ScriptedLLM(fn=script), retriever, {"max_agent_calls": 20}), "What is the Sahara?")
+    r3 = ["reasoner"] * 3
+    assert agents(ans.trace) == r3 + ["planner"] + r3 + ["searcher"] + r3 + ["answerer"] + r3 + ["finisher"]
+    guards = [s for s in ans.trace.steps if s.agent == "guard"]
+    assert guards[0].inputs["picked"] == "reasoner" and guards[0].outputs["agent"] == "planner"
+    assert ans.answer == "a desert" and [s.chunk_id for s in ans.sources] == ["geography/sahara.md#0"]
+
+
+def test_query_reuse_limit_forces_end_or_change(retriever):
+    def search_with(move_reply: dict, max_steps: int = 8, query: str = "first discovery of the world"):
+        script = Script(Query=[{"query": query}], Judgement=judge_titles(), Move=lambda _: move_reply)
+        strat = MRAG(ScriptedLLM(), retriever)
+        trace = Trace()
+        limits = SearchLimits(max_steps=max_steps)
+        with activate(trace):
+            out, _ = asyncio.run(Searcher()(ScriptedLLM(fn=script), strat.search, SearcherInput(question="q"), limits))
+        return out
+
+    # asks to continue forever with no new query: the sixth page is refused, the search ends
+    # (the question shares no word with these queries: the on-topic check is off by default here)
+    out = search_with(move("continue", reason="more"))
+    assert [s.offset for s in out.steps] == [0, 2, 4, 6, 8]
+    assert out.steps[-1].action == "end" and out.steps[-1].forced == "query_reuse_limit"
+    assert all(s.forced is None for s in out.steps[:-1])
+    # with a fresh query on offer, the forced move is a change to it
+    out = search_with(move("continue", "Marie Curie radium", "more"))
+    assert [(s.query, s.offset) for s in out.steps[4:6]] == [
+        ("first discovery of the world", 8),
+        ("Marie Curie radium", 0),
+    ]
+    assert out.steps[4].action == "change" and out.steps[4].forced == "query_reuse_limit"
+    # a page with no results ends the query the same way (one hit only for this query)
+    out = search_with(move("continue"), query="Grace Hopper compiler")
+    assert [(s.offset, len(s.docs)) for s in out.steps] == [(0, 1), (2, 0)]
+    assert out.steps[-1].action == "end" and out.steps[-1].forced == "no_more_results"
+    # and the step budget caps it all
+    out = search_with(move("continue"), max_steps=3)
+    assert len(out.steps) == 3 and out.steps[-1].forced == "max_steps"
+
+
+def test_reviser_before_answerer_is_a_recorded_refusal(retriever):
+    script = Script(
+        CoordinatorDecision=[
+            coord("reviser", "make it shorter"),
+            coord("answerer"),
+            coord("reviser", "just the name"),
+            coord("finisher"),
+        ],
+        Query=[{"query": "first computer programmer"}],
+        Judgement=judge_titles("Ada Lovelace"),
+        Move=[move("end")],
+        AnswerOutput=[{"answer": "It was Ada Lovelace, daughter of Lord Byron."}, {"answer": "Ada Lovelace"}],
+    )
+    ans = run(
+        MRAG(ScriptedLLM(fn=script), retriever, {"guards": False}), "Who is often called the first computer programmer?"
+    )
+    revisers = [s for s in ans.trace.steps if s.agent == "reviser"]
+    assert revisers[0].status == "refused" and revisers[0].llm_calls == []
+    assert revisers[0].outputs["refused"] is True and "answerer" in revisers[0].outputs["reason"]
+    # the turn went on to the fixed sequence's next agent (the planner is skipped)
+    assert agents(ans.trace) == ["reviser", "searcher", "answerer", "reviser", "finisher"]
+    assert revisers[1].status == "ok" and ans.answer == "Ada Lovelace"
+    assert ans.usage["refusals"] == 1 and ans.usage["agent_calls"] == 5
+
+
+def test_finisher_before_any_response_is_refused_and_routed(retriever):
+    script = Script(
+        CoordinatorDecision=lambda _: coord("finisher"),
+        Query=[{"query": "Linux mascot"}],
+        Judgement=judge_titles("The Linux kernel"),
+        Move=[move("end")],
+        AnswerOutput=[{"answer": "Tux"}],
+    )
+    ans = run(MRAG(ScriptedLLM(fn=script), retriever), "What is the name of the Linux mascot?")
+    assert agents(ans.trace) == ["finisher", "searcher", "finisher", "answerer", "finisher"]
+    assert [s.status for s in ans.trace.steps if s.agent == "finisher"] == ["refused", "refused", "ok"]
+    assert ans.answer == "Tux" and ans.sources[0].doc_id == "computing/linux-kernel.md"
+
+
+def test_unusable_coordinator_output_falls_back_to_the_fixed_sequence(retriever):
+    script = Script(
+        CoordinatorDecision=lambda _: "I think we should maybe search?",  # garbage, and again on repair
+        Plan=[{"steps": ["look up Python's creator"]}],
+        Query=[{"query": "Python programming language created"}],
+        Judgement=judge_titles("The Python programming language"),
+        Move=[move("end")],
+        AnswerOutput=[{"answer": "Guido van Rossum"}],
+    )
+    ans = run(MRAG(ScriptedLLM(fn=script), retriever), "Who created the Python programming language?")
+    assert agents(ans.trace) == ["planner", "searcher", "answerer", "finisher"]
+    coordinators = [s for s in ans.trace.steps if s.agent == "coordinator"]
+    assert [s.status for s in coordinators] == ["fallback"] * 4
+    assert all(len(s.llm_calls) == 1 and s.llm_calls[0].repaired for s in coordinators)  # reply + repair
+    assert coordinators[1].outputs["agent"] == "searcher" and coordinators[1].outputs["reason"].startswith("fallback")
+    assert ans.answer == "Guido van Rossum" and ans.usage["fallbacks"] == 4
+
+
+def test_fallback_continues_the_sequence_from_where_it_stands(retriever):
+    # a valid first pick (searcher), then garbage: the sequence resumes after the search
+    replies = [coord("searcher", "Everest first ascent")]
+    script = Script(
+        CoordinatorDecision=lambda _: replies.pop(0) if replies else "{not json",
+        Query=[{"query": "Mount Everest first ascent"}],
+        Judgement=judge_titles("Mount Everest"),
+        Move=[move("end")],
+        AnswerOutput=[{"answer": "Hillary and Tenzing"}],
+    )
+    ans = run(MRAG(ScriptedLLM(fn=script), retriever), "Who made the first confirmed ascent of Mount Everest?")
+    assert agents(ans.trace) == ["searcher", "answerer", "finisher"]
+
+
+def test_searcher_judge_and_move_fallbacks():
+    """Unusable judgements count a document relevant only when it was on its query's
+    first page; an unusable next move ends the search once something relevant was found."""
+    pages = {0: ["a", "b"], 2: ["c", "d"]}
+
+    async def search(query: str, k: int, offset: int) -> list[Hit]:
+        return [
+            Hit(doc_id=x, chunk_id=f"{x}#0", score=1.0, text=f"text {x}", title=x.upper())
+            for x in pages.get(offset, [])
+        ]
+
+    script = Script(
+        Query=[{"query": "q1"}],
+        Judgement=lambda _: "garbage",
+        Move=[move("continue", reason="more"), "garbage", "garbage"],
+    )
+    trace = Trace()
+    with activate(trace):
+        out, hits = asyncio.run(Searcher()(ScriptedLLM(fn=script), search, SearcherInput(question="q"), SearchLimits()))
+    assert [h.chunk_id for h in hits] == ["a#0", "b#0"]
+    judged = [d for s in out.steps for d in s.docs]
+    assert [(d.chunk_id, d.relevant, d.fallback) for d in judged] == [
+        ("a#0", True, True),
+        ("b#0", True, True),
+        ("c#0", False, True),
+        ("d#0", False, True),
+    ]
+    assert out.steps[-1].action == "end" and out.steps[-1].reason.startswith("fallback")
+    assert [s.status for s in trace.steps if s.agent == "searcher.judge"] == ["fallback"] * 4
+
+
+def test_per_role_llm_override(retriever):
+    main = Script(
+        CoordinatorDecision=[coord("searcher"), coord("answerer"), coord("finisher")],
+        Query=[{"query": "Marie Curie elements 1898"}],
+        Judgement=judge_titles("Marie Curie"),
+        Move=[move("end")],
+    )
+    answerer_llm = ScriptedLLM([{"answer": "polonium and radium"}], model="big-answerer")
+    strat = MRAG(ScriptedLLM(fn=main), retriever, llms={"answerer": answerer_llm})
+    ans = run(strat, "Which two elements did Marie Curie discover in 1898?")
+    assert ans.answer == "polonium and radium"
+    assert "AnswerOutput" not in main.calls and len(answerer_llm.calls) == 1
+    step = next(s for s in ans.trace.steps if s.agent == "answerer")
+    assert step.llm_calls[0].model == "big-answerer" and "Marie Curie" in step.llm_calls[0].messages[-1]["content"]
+    # the same from config: an LLMConfig per role, built with make_llm
+    strat = MRAG(ScriptedLLM(fn=main), retriever, {"role_llms": {"answerer": {"backend": "scripted", "model": "cfg"}}})
+    assert strat.llms["answerer"].model == "cfg"
+    with pytest.raises(ValueError):
+        MRAG(ScriptedLLM(), retriever, llms={"answerrer": answerer_llm})
+
+
+def test_prompts_stay_small(retriever):
+    """Long histories and many documents are clipped before they reach a prompt."""
+    script = Script(
+        CoordinatorDecision=lambda _: coord("searcher", "x" * 150),
+        Query=lambda _: {"query": "first discovery of the world"},
+        Judgement=lambda _: {"explanation": "y" * 150, "relevant": True},
+        Move=lambda _: move("continue"),
+        AnswerOutput=lambda _: {"answer": "z"},
+    )
+    llm = ScriptedLLM(fn=script)
+    run(MRAG(llm, retriever, {"max_agent_calls": 6, "guards": False}), "Which river carries the most water?")
+    longest = max(sum(len(m["content"]) for m in c.messages) for c in llm.calls)
+    assert longest < 6000  # characters: well under SmolLM2's 4k-token slot
+
+
+def test_small_model_guards_in_the_searcher(retriever):
+    """Our additions for small models: an off-topic query is not run (the question is
+    searched instead), a move named as a query is ignored, and a query's top hit stays
+    relevant when the judge rejects it (`keep_top_ranked`)."""
+    script = Script(
+        Query=[{"query": "2022-01-01 12:32:53.132 planner.py"}],
+        Judgement=lambda _: {"explanation": "no", "relevant": False},
+        Move=[move("change", "change", "x"), move("change", "Sahara desert facts", "y"), move("end")],
+    )
+    strat = MRAG(ScriptedLLM(), retriever)
+    limits = SearchLimits(keep_top_ranked=1, on_topic_queries=True)
+    trace = Trace()
+    with activate(trace):
+        out, hits = asyncio.run(
+            Searcher()(
+                ScriptedLLM(fn=script),
+                strat.search,
+                SearcherInput(question="Who made the first ascent of Mount Everest?"),
+                limits,
+            )
+        )
+    assert out.rejected_queries == ["2022-01-01 12:32:53.132 planner.py", "change", "Sahara desert facts"]
+    assert out.queries == ["Who made the first ascent of Mount Everest?"]
+    assert [(s.offset, s.action, s.forced) for s in out.steps] == [
+        (0, "continue", "no_new_query"),
+        (2, "continue", "no_new_query"),
+        (4, "end", None),
+    ]
+    kept = [d for s in out.steps for d in s.docs if d.relevant]
+    assert [(d.chunk_id, d.rank, d.by_rank) for d in kept] == [("geography/mount-everest.md#0", 0, True)]
+    assert [h.chunk_id for h in hits] == ["geography/mount-everest.md#0"]
+
+
+def test_coordinator_input_echoes_are_dropped_and_hints_are_optional(retriever):
+    from marag.agents.mrag.coordinator import Coordinator, CoordinatorInput, useful_input
+
+    assert useful_input("planner") == "" and useful_input("1.1.1.1; 2.1.1.1") == ""
+    assert useful_input("finds documents about the topic") == ""  # copied from its own prompt
+    assert useful_input("The usual next agent is: finisher") == ""
+    assert useful_input(" Linux mascot name ") == "Linux mascot name"
+    hinted = Coordinator().messages(CoordinatorInput(question="q", default_next="searcher"))
+    assert hinted[0].content.split("Agents:\n")[1].startswith("searcher - ")
+    assert "usual next agent is: searcher" in hinted[1].content
+    plain = Coordinator().messages(CoordinatorInput(question="q", default_next="searcher", hint=False))
+    assert plain[0].content.split("Agents:\n")[1].startswith("planner - ") and "usual" not in plain[1].content
+    # end to end: the echoed input never reaches the agent
+    script = Script(
+        CoordinatorDecision=[coord("searcher", "searcher"), coord("answerer"), coord("finisher")],
+        Query=[{"query": "Sahara"}],
+        Judgement=judge_titles("The Sahara"),
+        Move=[move("end")],
+        AnswerOutput=[{"answer": "a desert"}],
+    )
+    ans = run(MRAG(ScriptedLLM(fn=script), retriever), "What is the Sahara?")
+    assert next(s for s in ans.trace.steps if s.agent == "searcher").inputs["aspects"] == ""
