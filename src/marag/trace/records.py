@@ -44,7 +44,7 @@ class Step(BaseModel):
     agent: str
     inputs: dict[str, Any] = Field(default_factory=dict)
     outputs: dict[str, Any] = Field(default_factory=dict)
-    status: str = "ok"  # ok | fallback | error
+    status: str = "ok"  # ok | fallback (unusable model output) | refused (precondition unmet) | error
     error: str | None = None
     started: float = Field(default_factory=time.time)
     latency_s: float = 0.0
