@@ -110,6 +110,16 @@ _CORRECTNESS_SYSTEM = (
 )
 
 
+def _grading_messages(system: str, inp: "CorrectnessInput | ScoreInput", refs_label: str, answer_label: str) -> list[Message]:
+    """The question, the references and the answer to judge, as the two judges show them."""
+    refs = "\n".join(f"- {_clip(r, REFERENCE_MAX_CHARS)}" for r in inp.references[:MAX_REFERENCES])
+    user = (
+        f"Question: {inp.question}\n{refs_label}:\n{refs}\n"
+        f"{answer_label}: {_clip(inp.prediction, PREDICTION_MAX_CHARS)}"
+    )
+    return [Message(role="system", content=system), Message(role="user", content=user)]
+
+
 class CorrectnessJudge(Agent[CorrectnessInput, CorrectnessOutput]):
     name = "judge_correct"
     Input = CorrectnessInput
@@ -117,12 +127,7 @@ class CorrectnessJudge(Agent[CorrectnessInput, CorrectnessOutput]):
     max_tokens = 120
 
     def messages(self, inp: CorrectnessInput) -> list[Message]:
-        refs = "\n".join(f"- {_clip(r, REFERENCE_MAX_CHARS)}" for r in inp.references[:MAX_REFERENCES])
-        user = (
-            f"Question: {inp.question}\nReference answers:\n{refs}\n"
-            f"Answer to grade: {_clip(inp.prediction, PREDICTION_MAX_CHARS)}"
-        )
-        return [Message(role="system", content=_CORRECTNESS_SYSTEM), Message(role="user", content=user)]
+        return _grading_messages(_CORRECTNESS_SYSTEM, inp, "Reference answers", "Answer to grade")
 
     def fallback(self, inp: CorrectnessInput, error: StructuredOutputError) -> CorrectnessOutput:
         # lexical accuracy: a reference answer occurs in the prediction. (Imported here:
@@ -168,12 +173,7 @@ class ScoreJudge(Agent[ScoreInput, ScoreOutput]):
     max_tokens = 120
 
     def messages(self, inp: ScoreInput) -> list[Message]:
-        refs = "\n".join(f"- {_clip(r, REFERENCE_MAX_CHARS)}" for r in inp.references[:MAX_REFERENCES])
-        user = (
-            f"Question: {inp.question}\nReference answer:\n{refs}\n"
-            f"Answer to rate: {_clip(inp.prediction, PREDICTION_MAX_CHARS)}"
-        )
-        return [Message(role="system", content=_SCORE_SYSTEM), Message(role="user", content=user)]
+        return _grading_messages(_SCORE_SYSTEM, inp, "Reference answer", "Answer to rate")
 
     def fallback(self, inp: ScoreInput, error: StructuredOutputError) -> ScoreOutput:
         from marag.eval.metrics.lexical import max_token_f1
