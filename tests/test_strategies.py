@@ -108,3 +108,13 @@ def test_run_many_keeps_order_and_separate_traces(sample_index):
     for a in answers:  # each trace holds exactly its own question's calls
         assert a.trace.question == a.question
         assert len(list(a.trace.llm_calls())) == 1
+
+
+def test_cached_calls_cost_no_tokens(tmp_path):
+    llm = ScriptedLLM(fn=lambda msgs, out: {"answer": "Paris"}, cache=tmp_path / "cache")
+    first = asyncio.run(make_strategy("llm_only", llm).run("Capital of France?"))
+    again = asyncio.run(make_strategy("llm_only", llm).run("Capital of France?"))
+    assert first.usage["prompt_tokens"] > 0 and first.usage["cached_llm_calls"] == 0
+    assert again.answer == "Paris" and len(llm.calls) == 1  # served from the cache
+    assert again.usage["llm_calls"] == 1 and again.usage["cached_llm_calls"] == 1
+    assert again.usage["prompt_tokens"] == 0 and again.usage["completion_tokens"] == 0

@@ -174,7 +174,7 @@ def _role_costs(runs: list[Run], label_run: bool) -> dict[tuple[str, str], dict[
                 acc = totals[(s, st.agent)]
                 acc["steps"] += 1
                 acc["llm_calls"] += len(st.llm_calls)
-                acc["tokens"] += sum(c.prompt_tokens + c.completion_tokens for c in st.llm_calls)
+                acc["tokens"] += sum(c.prompt_tokens + c.completion_tokens for c in st.llm_calls if not c.cached)
     return {k: {m: v / max(1, len(questions[k[0]])) for m, v in d.items()} for k, d in sorted(totals.items())}
 
 

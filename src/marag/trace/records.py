@@ -72,11 +72,14 @@ class Trace(BaseModel):
 
     def totals(self) -> dict[str, float]:
         calls = list(self.llm_calls())
+        # a cache hit cost nothing in this run: count the call, not its tokens
+        spent = [c for c in calls if not c.cached]
         return {
             "steps": len(self.steps),
             "llm_calls": len(calls),
-            "prompt_tokens": sum(c.prompt_tokens for c in calls),
-            "completion_tokens": sum(c.completion_tokens for c in calls),
+            "cached_llm_calls": len(calls) - len(spent),
+            "prompt_tokens": sum(c.prompt_tokens for c in spent),
+            "completion_tokens": sum(c.completion_tokens for c in spent),
             "llm_latency_s": round(sum(c.latency_s for c in calls), 4),
             "searches": sum(1 for _ in self.searches()),
         }
