@@ -13,6 +13,8 @@ from marag.eval.judges import (
     FALLBACK_REASON,
     AspectsOutput,
     CorrectnessOutput,
+    lexical_correctness,
+    lexical_support,
     split_aspects,
 )
 from marag.eval.metrics import EvalExample, metric_names, score_example
@@ -65,6 +67,7 @@ def test_judge_correct(verdict, value):
     res = run(_ex("It is Paris.", ["Paris"], reference_answer="Paris is the capital."), ["judge_correct"], llm)
     assert res["judge_correct"].value == value
     assert res["judge_correct"].details == {"justification": "Both name the same city.", "fallback": False}
+    assert (res["judge_correct"].decisions, res["judge_correct"].fallbacks) == (1, 0)
     prompt = llm.calls[0].messages[-1]["content"]
     assert "It is Paris." in prompt and "Paris is the capital." in prompt and "- Paris" in prompt
 
@@ -83,7 +86,7 @@ def test_judge_correct_falls_back_to_lexical_match_after_two_invalid_outputs():
     llm = ScriptedLLM(["no json here", '{"correct": "perhaps"}'])
     res = run(_ex("I believe it is Paris.", ["Paris"]), ["judge_correct"], llm)["judge_correct"]
     assert len(llm.calls) == 2
-    assert res.value == 1.0 and res.details["fallback"] is True
+    assert res.value == 1.0 and res.details["fallback"] is True and res.fallbacks == 1
     assert res.details["justification"] == FALLBACK_REASON
     llm = ScriptedLLM(["nope", "nope"])
     assert run(_ex("Lyon", ["Paris"]), ["judge_correct"], llm)["judge_correct"].value == 0.0
@@ -111,56 +114,76 @@ def test_judge_score_out_of_range_twice_falls_back_to_f1():
     assert res.value == 4.0 and res.details["fallback"] is True
 
 
-# -- mRAG correctness ------------------------------------------------------------------------
+# -- mRAG correctness (the paper's scale: 2 / 1 / 0 / -1 per aspect of the expected answer) --
 
 
 REFERENCE = "Paris is the capital of France. It lies on the Seine. It has about two million inhabitants."
 ASPECTS = ["Paris is the capital of France", "Paris lies on the Seine", "Paris has about 2 million people"]
 
 
-def test_mrag_correctness_normalizes_and_averages():
-    llm = ScriptedLLM([{"aspects": ASPECTS}, {"scores": [2, 1, -1]}])
+def test_mrag_correctness_one_aspect_per_call_on_the_papers_scale():
+    # one judgment per aspect: correct+relevant, correct+irrelevant, wrong
+    llm = ScriptedLLM([{"aspects": ASPECTS}, {"scores": [2]}, {"scores": [1]}, {"scores": [-1]}])
     res = run(_ex("Paris, on the Loire.", reference_answer=REFERENCE), ["mrag_correctness"], llm)["mrag_correctness"]
     # (2+1)/3 = 1, (1+1)/3 = 2/3, (-1+1)/3 = 0 -> mean = (1 + 2/3 + 0) / 3 = 5/9
     assert res.value == pytest.approx(5 / 9)
     assert res.details["aspects"] == [{"aspect": a, "score": s} for a, s in zip(ASPECTS, [2, 1, -1])]
-    assert res.details["aspects_from"] == "judge"
-    # the aspects come from the reference answer, the scoring sees the response
+    assert (res.decisions, res.fallbacks) == (4, 0)
+    assert len(llm.calls) == 4
+    # the aspects come from the reference answer; every judgment sees the question,
+    # the expected answer, the response and exactly one aspect
     assert "Seine" in llm.calls[0].messages[-1]["content"]
-    assert "Paris, on the Loire." in llm.calls[1].messages[-1]["content"]
+    for call, aspect in zip(llm.calls[1:], ASPECTS):
+        prompt = call.messages[-1]["content"]
+        assert "Paris, on the Loire." in prompt and REFERENCE in prompt and "capital of France?" in prompt
+        assert f"1. {aspect}" in prompt and "2. " not in prompt
+        assert call.json_schema["properties"]["scores"]["maxItems"] == 1
+    system = llm.calls[1].messages[0]["content"]
+    assert all(f"{v} = " in system for v in ("2", "1", "0", "-1"))
 
 
-def test_mrag_correctness_asks_item_by_item_when_the_count_is_wrong():
+def test_mrag_correctness_abstention_scores_a_third_and_batching_keeps_the_scale():
+    llm = ScriptedLLM([{"aspects": ASPECTS}, {"scores": [0, 0, 0]}])
+    ex = _ex("I don't know.", reference_answer=REFERENCE)
+    res = asyncio.run(score_example(ex, ["mrag_correctness"], judge=llm, batch=8))["mrag_correctness"]
+    assert res.value == pytest.approx(1 / 3) and len(llm.calls) == 2
+
+
+def test_mrag_correctness_unusable_judgments_get_the_lexical_stand_in_and_are_counted():
     llm = ScriptedLLM(
         [
             {"aspects": ASPECTS},
-            {"scores": [2]},  # one score for three aspects: invalid,
-            {"scores": [2, 1, 0, 0]},  # and so is the repair -> ask per aspect
             {"scores": [2]},
-            {"scores": [0]},
             "bad",
-            "bad",  # third aspect: invalid twice -> counted as missing (0)
+            "bad",  # aspect 2: invalid twice -> stand-in: "Seine" and "lies" are in the response -> 1
+            "bad",
+            "bad",  # aspect 3: invalid twice -> stand-in: no "million"/"people" -> 0
         ]
     )
-    res = run(_ex(reference_answer=REFERENCE), ["mrag_correctness"], llm)["mrag_correctness"]
-    assert len(llm.calls) == 7
-    # the schema sent asks for exactly as many scores as aspects
-    assert [
-        (c.json_schema["properties"]["scores"]["minItems"], c.json_schema["properties"]["scores"]["maxItems"])
-        for c in llm.calls[1:4]
-    ] == [(3, 3), (3, 3), (1, 1)]
-    # scores 2, 0, 0 -> (1 + 1/3 + 1/3) / 3 = 5/9
-    assert res.value == pytest.approx(5 / 9)
-    assert res.details["unlabelled"] == 1
+    ex = _ex("Paris is the capital and lies on the Seine.", reference_answer=REFERENCE)
+    res = run(ex, ["mrag_correctness"], llm)["mrag_correctness"]
+    assert [a["score"] for a in res.details["aspects"]] == [2, 1, 0]
+    # (1 + 2/3 + 1/3) / 3 = 2/3
+    assert res.value == pytest.approx(2 / 3)
+    assert (res.decisions, res.fallbacks) == (4, 2) and res.details["stand_in_scores"] == 2
 
 
 def test_mrag_correctness_uses_sentences_when_the_extractor_fails():
-    llm = ScriptedLLM(["bad", "bad", {"scores": [2, 2, 2]}])
+    llm = ScriptedLLM(["bad", "bad", {"scores": [2]}, {"scores": [2]}, {"scores": [2]}])
     res = run(_ex(reference_answer=REFERENCE), ["mrag_correctness"], llm)["mrag_correctness"]
     assert [a["aspect"] for a in res.details["aspects"]] == [
         "Paris is the capital of France.", "It lies on the Seine.", "It has about two million inhabitants.",
     ]  # fmt: skip
-    assert res.value == 1.0
+    assert res.value == 1.0 and res.details["aspects_from"] == "sentences" and res.fallbacks == 1
+
+
+def test_lexical_stand_ins():
+    assert lexical_correctness("Paris lies on the Seine", "It is on the Seine, in Paris") == 1
+    assert lexical_correctness("Paris lies on the Seine", "Lyon") == 0
+    docs = ["The Seine flows through Paris."]
+    assert lexical_support("The Seine flows through Paris", docs) == 1
+    assert lexical_support("The Seine flows through Lyon and Rouen", docs) == 0  # 3 of 6 words
+    assert lexical_support("Marseille is a port", docs) == -1
 
 
 def test_split_aspects_bounds():
@@ -172,20 +195,30 @@ def test_split_aspects_bounds():
         AspectsOutput(aspects=["a"] * 9)
 
 
-# -- mRAG faithfulness -----------------------------------------------------------------------
+# -- mRAG faithfulness (the paper's scale: 1 fully / 0 partially / -1 not supported) ---------
 
 
-def test_mrag_faithfulness():
+def test_mrag_faithfulness_on_the_papers_scale():
     docs = ["Paris is the capital and largest city of France.", "The Seine flows through Paris."]
-    llm = ScriptedLLM([{"aspects": ["Paris is the capital of France", "Paris is on the Loire"]}, {"scores": [1, -1]}])
+    aspects = ["Paris is the capital of France", "Paris is a large city on a river", "Paris is on the Loire"]
+    llm = ScriptedLLM([{"aspects": aspects}, {"scores": [1]}, {"scores": [0]}, {"scores": [-1]}])
     res = run(_ex("Paris, the capital, is on the Loire.", docs=docs), ["mrag_faithfulness"], llm)["mrag_faithfulness"]
-    # (1+1)/2 = 1, (-1+1)/2 = 0 -> 0.5
+    # (1+1)/2 = 1, (0+1)/2 = 1/2, (-1+1)/2 = 0 -> 1/2
     assert res.value == pytest.approx(0.5)
-    assert res.details["documents_used"] == 2
+    assert res.details["documents_used"] == 2 and len(llm.calls) == 4
     assert "The Seine flows through Paris." in llm.calls[1].messages[-1]["content"]
-    # a statement with no evidence either way counts half
-    llm = ScriptedLLM([{"aspects": ["a claim"]}, {"scores": [0]}])
-    assert run(_ex(docs=docs), ["mrag_faithfulness"], llm)["mrag_faithfulness"].value == 0.5
+    system = llm.calls[1].messages[0]["content"]
+    assert "-1 = the documents do not support it" in system
+
+
+def test_an_unsupported_claim_earns_nothing():
+    docs = ["The Seine flows through Paris."]
+    llm = ScriptedLLM([{"aspects": ["Paris has twelve bridges"]}, {"scores": [-1]}])
+    assert run(_ex(docs=docs), ["mrag_faithfulness"], llm)["mrag_faithfulness"].value == 0.0
+    # an unusable judgment is not a free half point: the stand-in finds no support
+    llm = ScriptedLLM([{"aspects": ["Paris has twelve bridges"]}, "bad", "bad"])
+    res = run(_ex(docs=docs), ["mrag_faithfulness"], llm)["mrag_faithfulness"]
+    assert res.value == 0.0 and res.fallbacks == 1
 
 
 def test_mrag_faithfulness_without_documents_is_zero_and_asks_nothing():

@@ -295,10 +295,31 @@ def test_reviser_before_answerer_is_a_recorded_refusal(retriever):
     revisers = [s for s in ans.trace.steps if s.agent == "reviser"]
     assert revisers[0].status == "refused" and revisers[0].llm_calls == []
     assert revisers[0].outputs["refused"] is True and "answerer" in revisers[0].outputs["reason"]
-    # the turn went on to the fixed sequence's next agent (the planner is skipped)
-    assert agents(ans.trace) == ["reviser", "searcher", "answerer", "reviser", "finisher"]
+    # without guards nobody else runs that turn: the coordinator chooses again
+    assert agents(ans.trace) == ["reviser", "answerer", "reviser", "finisher"]
     assert revisers[1].status == "ok" and ans.answer == "Ada Lovelace"
-    assert ans.usage["refusals"] == 1 and ans.usage["agent_calls"] == 5
+    assert revisers[0].outputs["routed_to"] is None and ans.usage["refusals"] == 1
+    assert ans.usage["agent_calls"] == 4
+
+
+def test_with_guards_a_refused_turn_goes_to_the_fixed_sequence(retriever):
+    script = Script(
+        CoordinatorDecision=[
+            coord("reviser", "make it shorter"),
+            coord("reviser", "shorter"),
+            coord("reviser", "just the name"),
+            coord("finisher"),
+        ],
+        Query=[{"query": "first computer programmer"}],
+        Judgement=judge_titles("Ada Lovelace"),
+        Move=[move("end")],
+        AnswerOutput=[{"answer": "It was Ada Lovelace, daughter of Lord Byron."}, {"answer": "Ada Lovelace"}],
+    )
+    ans = run(MRAG(ScriptedLLM(fn=script), retriever), "Who is often called the first computer programmer?")
+    # refused reviser -> the sequence's next agent (the planner is skipped): searcher;
+    # refused again (no response yet) -> answerer; then the reviser may run
+    assert agents(ans.trace) == ["reviser", "searcher", "reviser", "answerer", "reviser", "finisher"]
+    assert ans.answer == "Ada Lovelace" and ans.usage["refusals"] == 2 and ans.usage["agent_calls"] == 6
 
 
 def test_finisher_before_any_response_is_refused_and_routed(retriever):
@@ -347,9 +368,12 @@ def test_fallback_continues_the_sequence_from_where_it_stands(retriever):
     assert agents(ans.trace) == ["searcher", "answerer", "finisher"]
 
 
-def test_searcher_judge_and_move_fallbacks():
-    """Unusable judgements count a document relevant only when it was on its query's
-    first page; an unusable next move ends the search once something relevant was found."""
+@pytest.mark.parametrize("heuristic", [True, False])
+def test_searcher_judge_and_move_fallbacks(heuristic):
+    """With our heuristic fallbacks, unusable judgements count a document relevant only
+    when it was on its query's first page, and an unusable next move ends the search
+    after a page that added nothing. In the paper's mode an unusable judgement is "not
+    relevant" and an unusable move ends the search."""
     pages = {0: ["a", "b"], 2: ["c", "d"]}
 
     async def search(query: str, k: int, offset: int) -> list[Hit]:
@@ -365,12 +389,16 @@ def test_searcher_judge_and_move_fallbacks():
     )
     trace = Trace()
     with activate(trace):
-        out, hits = asyncio.run(Searcher()(ScriptedLLM(fn=script), search, SearcherInput(question="q"), SearchLimits()))
-    assert [h.chunk_id for h in hits] == ["a#0", "b#0"]
+        out, hits = asyncio.run(
+            Searcher()(
+                ScriptedLLM(fn=script), search, SearcherInput(question="q"), SearchLimits(heuristic_fallbacks=heuristic)
+            )
+        )
+    assert [h.chunk_id for h in hits] == (["a#0", "b#0"] if heuristic else [])
     judged = [d for s in out.steps for d in s.docs]
     assert [(d.chunk_id, d.relevant, d.fallback) for d in judged] == [
-        ("a#0", True, True),
-        ("b#0", True, True),
+        ("a#0", heuristic, True),
+        ("b#0", heuristic, True),
         ("c#0", False, True),
         ("d#0", False, True),
     ]
@@ -409,9 +437,12 @@ def test_prompts_stay_small(retriever):
         AnswerOutput=lambda _: {"answer": "z"},
     )
     llm = ScriptedLLM(fn=script)
-    run(MRAG(llm, retriever, {"max_agent_calls": 6, "guards": False}), "Which river carries the most water?")
+    strat = MRAG(llm, retriever, {"max_agent_calls": 6, "guards": False})
+    run(strat, "Which river carries the most water?")
     longest = max(sum(len(m["content"]) for m in c.messages) for c in llm.calls)
-    assert longest < 6000  # characters: well under SmolLM2's 4k-token slot
+    # the collected documents are packed into context_chars; the rest of a prompt is
+    # small: well under SmolLM2's 4k-token slot
+    assert longest < strat.config.context_chars + 2500
 
 
 def test_small_model_guards_in_the_searcher(retriever):
@@ -442,8 +473,9 @@ def test_small_model_guards_in_the_searcher(retriever):
         (2, "continue", "no_new_query"),
         (4, "end", None),
     ]
-    kept = [d for s in out.steps for d in s.docs if d.relevant]
-    assert [(d.chunk_id, d.rank, d.by_rank) for d in kept] == [("geography/mount-everest.md#0", 0, True)]
+    assert not any(d.relevant for s in out.steps for d in s.docs)  # the judge's verdicts stand
+    # the run found nothing, so the rank floor keeps the first query's top hit
+    assert [(d.chunk_id, d.rank, d.by_rank) for d in out.relevant] == [("geography/mount-everest.md#0", 0, True)]
     assert [h.chunk_id for h in hits] == ["geography/mount-everest.md#0"]
 
 
@@ -469,3 +501,97 @@ def test_coordinator_input_echoes_are_dropped_and_hints_are_optional(retriever):
     )
     ans = run(MRAG(ScriptedLLM(fn=script), retriever), "What is the Sahara?")
     assert next(s for s in ans.trace.steps if s.agent == "searcher").inputs["aspects"] == ""
+
+
+# -- all of S reaches the agents; the paper's mode --------------------------------------
+
+
+def test_a_second_hop_document_found_late_reaches_the_answerer(retriever):
+    """Five documents are collected before the second-hop one; the answerer still reads
+    it (all of S is packed into the prompt, most relevant first)."""
+    python = "computing/python-language.md#0"
+    script = Script(
+        CoordinatorDecision=[
+            coord("searcher", "mountains, deserts, rivers, reefs and bees"),
+            coord("searcher", "who created Python"),
+            coord("answerer"),
+            coord("finisher"),
+        ],
+        Query=[{"query": "Everest Sahara Amazon reef honeybees"}, {"query": "Python programming language creator"}],
+        Judgement=lambda user: {
+            "explanation": "about it",
+            "relevant": "Python" not in user.split("\n", 1)[0] or "creator" in user or "Python" in user.split("Looking for: ")[-1],
+        },
+        Move=[move("continue"), move("continue"), move("end"), move("end")],
+        AnswerOutput=[{"answer": "Guido van Rossum"}],
+    )
+    llm = ScriptedLLM(fn=script)
+    ans = run(MRAG(llm, retriever), "Where did the creator of Python begin working on it?")
+    ids = [s.chunk_id for s in ans.sources]
+    assert python in ids and len(ids) >= 6 and ids.index(python) > 0
+    found_order = list(dict.fromkeys(d["chunk_id"] for s in ans.trace.steps if s.agent == "searcher" for d in s.outputs["relevant"]))
+    assert found_order.index(python) >= 5  # discovered after five others
+    answer_prompt = next(c for c in llm.calls if c.output_model.__name__ == "AnswerOutput").messages[-1]["content"]
+    assert "Centrum Wiskunde" in answer_prompt  # the second-hop document's text
+    assert "(found for: Python programming language creator)" in answer_prompt
+
+
+def test_pack_texts_shows_every_document_within_the_budget():
+    from marag.agents.mrag._shared import pack_texts
+
+    assert pack_texts([100, 200], None) == [100, 200]
+    assert pack_texts([100, 200], 1000) == [100, 200]  # fits whole
+    # 1000 over three: 100 stays whole, the two long ones share the remaining 900
+    assert pack_texts([3000, 100, 2000], 1000) == [450, 100, 450]
+    # more documents than `floor`-sized slots: the least relevant (last) are left out
+    assert pack_texts([500] * 8, 1000, floor=200) == [200] * 5 + [0] * 3
+
+
+def test_paper_mode_leaves_no_addition_active(retriever):
+    cfg = MRAGConfig(paper=True, guards=True, hints=True, keep_top_ranked=3)  # paper wins
+    assert cfg.additions() == [] and not cfg.guards and not cfg.hints and cfg.keep_top_ranked == 0
+    assert cfg.searcher_max_steps is None and cfg.history_window is None and cfg.doc_chars is None
+    assert MRAGConfig().additions() == [
+        "guards", "hints", "keep_top_ranked", "searcher_max_steps", "history_window",
+        "report_chars", "doc_chars", "coordinator_input_chars", "late_answer",
+    ]  # fmt: skip
+    assert isinstance(make_strategy("mrag_paper", ScriptedLLM(), retriever), MRAG)
+    assert make_strategy("mrag_paper", ScriptedLLM(), retriever).config.paper is True
+
+
+def test_a_full_run_in_paper_mode(retriever):
+    """Only the paper's behaviour: a premature finisher runs (no precondition), an
+    unusable judgement is "not relevant" (no first-page rule), an unusable move ends the
+    search, a long coordinator input reaches the agent whole, the judge reads the whole
+    document, the history is never clipped, and no answer is written after the budget."""
+    long_input = "aspects: " + "the first ascent of the highest mountain, " * 10
+    script = Script(
+        CoordinatorDecision=[
+            coord("searcher", long_input),
+            coord("searcher", "Hillary"),
+            coord("planner", "plan"),
+            coord("planner", "plan again"),
+            coord("planner", "and again"),
+            coord("planner", "and once more"),
+        ],
+        Query=[{"query": "Everest first ascent"}, {"query": "Hillary Tenzing"}],
+        Judgement=lambda user: "garbage"
+        if "Looking for: aspects" in user
+        else {"explanation": "names the climbers", "relevant": user.startswith("Document: Mount Everest")},
+        Move=["garbage", "garbage", move("end", reason="found")],
+        Plan=lambda _: {"steps": ["look up the climbers"]},
+    )
+    llm = ScriptedLLM(fn=script)
+    ans = run(MRAG(llm, retriever, {"paper": True, "max_agent_calls": 6}), "Who made the first ascent of Mount Everest?")
+    t = ans.trace
+    assert agents(t) == ["searcher", "searcher", "planner", "planner", "planner", "planner"]  # no repetition guard
+    assert not [s for s in t.steps if s.agent in ("guard", "refused")]
+    first = next(s for s in t.steps if s.agent == "searcher")
+    assert first.inputs["aspects"] == long_input  # not dropped, not clipped
+    assert [d["relevant"] for d in first.outputs["steps"][0]["docs"]] == [False, False]  # fallback: not relevant
+    assert first.outputs["steps"][0]["action"] == "end" and first.outputs["relevant"] == []  # no rank floor
+    judge_prompt = next(c for c in llm.calls if c.output_model.__name__ == "Judgement").messages[-1]["content"]
+    everest = retriever.search("Everest first ascent", 1)[0]
+    assert " ".join(everest.text.split()) in " ".join(judge_prompt.split())  # the whole document
+    assert ans.answer == "" and ans.usage["answered_after_budget"] == 0  # no late answer
+    assert [s.chunk_id for s in ans.sources] == [everest.chunk_id]

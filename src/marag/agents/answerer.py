@@ -1,18 +1,52 @@
-"""Answer a question, with or without retrieved passages."""
+"""Answer a question, with or without retrieved passages, in a short or a long style.
+
+The style is a strategy setting (`answer_style`), and each evaluation dataset declares
+its default: short spans for HotpotQA, MuSiQue and NQ (scored by EM/F1), paragraphs for
+DataMorgana and TREC RAG (whose references have a median of ~460 characters; a
+200-character cap would score them low by construction).
+"""
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 from pydantic import BaseModel, Field
 
-from marag.agents.base import Agent
+from marag.agents.base import Agent, narrowed
 from marag.errors import StructuredOutputError
 from marag.llm.base import Message
 
-# Short fields keep small models inside max_tokens (an unbounded string truncates the JSON).
-ANSWER_MAX_CHARS = 200
 PASSAGE_MAX_CHARS = 1500
+
+
+@dataclass(frozen=True)
+class AnswerStyle:
+    name: str
+    max_chars: int  # the output schema's maxLength: constrained decoding closes the JSON in time
+    instruction: str  # one sentence of every answering prompt
+    max_tokens: int  # room for max_chars plus the JSON around it
+
+    def with_max_chars(self, max_chars: int | None) -> "AnswerStyle":
+        if not max_chars:
+            return self
+        return AnswerStyle(self.name, max_chars, self.instruction, max(64, max_chars // 3 + 40))
+
+
+ANSWER_STYLES: dict[str, AnswerStyle] = {
+    "short": AnswerStyle(
+        "short", 200, "Reply with a short, direct answer (a name, number, date or one sentence).", 200
+    ),
+    "long": AnswerStyle(
+        "long",
+        1200,
+        "Reply with a complete answer in a few sentences (at most about 180 words) that covers every "
+        "part of the question and explains it.",
+        400,
+    ),
+}
+SHORT = ANSWER_STYLES["short"]
+ANSWER_MAX_CHARS = SHORT.max_chars  # the short style's limit (kept for callers that import it)
 
 
 class Passage(BaseModel):
@@ -32,30 +66,44 @@ class AnswerOutput(BaseModel):
 FALLBACK_ANSWER = "I could not produce an answer."
 _ANSWER_PREFIX = re.compile(r'^\{\s*"answer"\s*:\s*"?')
 
-_SYSTEM_WITH_PASSAGES = (
-    "You answer questions using only the numbered passages you are given. "
-    "Reply with a short, direct answer (a name, number, date or one sentence). "
-    "If the passages do not contain the answer, say that you do not know."
-)
-_SYSTEM_CLOSED_BOOK = (
-    "You answer questions from your own knowledge. "
-    "Reply with a short, direct answer (a name, number, date or one sentence)."
-)
+
+class StyledAnswer:
+    """The part every answer-writing agent shares: the style's output limit, token
+    budget and instruction, and a fallback that keeps whatever answer text the model
+    produced (often a JSON reply cut off mid-string still holds it)."""
+
+    style: AnswerStyle = SHORT
+
+    def _set_style(self, style: AnswerStyle | None) -> None:
+        self.style = style or SHORT
+        self.Output = narrowed(AnswerOutput, "answer", max_length=self.style.max_chars)
+        self.max_tokens = self.style.max_tokens
+
+    def salvage(self, error: StructuredOutputError, default: str = FALLBACK_ANSWER) -> AnswerOutput:
+        raw = _ANSWER_PREFIX.sub("", " ".join(error.raw.split())).strip(' "}')
+        return self.Output(answer=raw[: self.style.max_chars] or default)
 
 
-class Answerer(Agent[AnswerInput, AnswerOutput]):
+class Answerer(StyledAnswer, Agent[AnswerInput, AnswerOutput]):
     name = "answerer"
     Input = AnswerInput
     Output = AnswerOutput
-    # room for ANSWER_MAX_CHARS plus the JSON around it, so the reply is never cut off
-    max_tokens = 200
+    max_tokens = SHORT.max_tokens
+
+    def __init__(self, style: AnswerStyle | None = None):
+        self._set_style(style)
 
     def messages(self, inp: AnswerInput) -> list[Message]:
         if not inp.passages:
+            system = f"You answer questions from your own knowledge. {self.style.instruction}"
             return [
-                Message(role="system", content=_SYSTEM_CLOSED_BOOK),
+                Message(role="system", content=system),
                 Message(role="user", content=f"Question: {inp.question}\nAnswer as JSON."),
             ]
+        system = (
+            "You answer questions using only the numbered passages you are given. "
+            f"{self.style.instruction} If the passages do not contain the answer, say that you do not know."
+        )
         # Best-ranked passage last, right before the question: small models lean on
         # what they read most recently (measured with SmolLM2-135M on the sample and NQ:
         # token F1 0.05 with the best passage first, 0.16 with it last).
@@ -64,10 +112,7 @@ class Answerer(Agent[AnswerInput, AnswerOutput]):
             head = f"[{i}] {p.title}".rstrip()
             blocks.append(f"{head}\n{p.text[:PASSAGE_MAX_CHARS]}")
         user = "Passages:\n\n" + "\n\n".join(blocks) + f"\n\nQuestion: {inp.question}\nAnswer as JSON."
-        return [Message(role="system", content=_SYSTEM_WITH_PASSAGES), Message(role="user", content=user)]
+        return [Message(role="system", content=system), Message(role="user", content=user)]
 
     def fallback(self, inp: AnswerInput, error: StructuredOutputError) -> AnswerOutput:
-        # The raw text often still holds a usable answer (e.g. JSON cut off mid-string);
-        # keep it rather than nothing.
-        raw = _ANSWER_PREFIX.sub("", " ".join(error.raw.split())).strip(' "}')
-        return AnswerOutput(answer=raw[:ANSWER_MAX_CHARS] or FALLBACK_ANSWER)
+        return self.salvage(error)

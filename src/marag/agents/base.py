@@ -8,9 +8,10 @@ whole question.
 
 from __future__ import annotations
 
-from typing import ClassVar, Generic, TypeVar
+import functools
+from typing import Any, ClassVar, Generic, TypeVar
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field, create_model
 
 from marag.errors import StructuredOutputError
 from marag.llm.base import LLM, Message
@@ -20,11 +21,29 @@ I = TypeVar("I", bound=BaseModel)
 O = TypeVar("O", bound=BaseModel)
 
 
+@functools.cache
+def _narrowed(model: type[BaseModel], field: str, constraints: tuple[tuple[str, Any], ...]) -> type[BaseModel]:
+    info = model.model_fields[field]
+    default = {} if info.is_required() else {"default": info.default}
+    spec = (info.annotation, Field(**default, **dict(constraints)))
+    return create_model(model.__name__, __base__=model, **{field: spec})
+
+
+def narrowed(model: type[BaseModel], field: str, **constraints: Any) -> type[BaseModel]:
+    """`model` with new constraints on one field, e.g. `narrowed(AnswerOutput, "answer",
+    max_length=1500)` or a list of exactly n labels (`min_length=n, max_length=n`).
+    Same class name, so traces and error messages read the same; cached, so the LLM
+    layer sees one class per variant."""
+    return _narrowed(model, field, tuple(sorted(constraints.items())))
+
+
 class Agent(Generic[I, O]):
     name: ClassVar[str]
     Input: ClassVar[type[BaseModel]]
-    Output: ClassVar[type[BaseModel]]
-    max_tokens: ClassVar[int] = 256
+    # The class default; an instance may narrow it (a longer answer, an exact number of
+    # labels) by assigning `self.Output` / `self.max_tokens`.
+    Output: type[BaseModel]
+    max_tokens: int = 256
 
     def messages(self, inp: I) -> list[Message]:
         """The conversation sent to the model for this input."""

@@ -8,20 +8,20 @@ Agents that label a list of items (aspects, nuggets) return one label per item, 
 order: each call's output model requires exactly as many labels as there are items, so
 constrained decoding cannot stop early or run on (small models otherwise fill the list
 to its maximum). Their fallback is an empty list: the calling metric then asks item by
-item, and uses a documented default for items that still fail.
+item, and gives an item that still fails a lexical stand-in label (defined at the end
+of this module), counted in the metric's `fallbacks` so reports can say how often.
 """
 
 from __future__ import annotations
 
 import copy
-import functools
 import math
 import re
 from typing import Annotated, ClassVar, Literal, TypeVar
 
-from pydantic import BaseModel, Field, create_model
+from pydantic import BaseModel, Field
 
-from marag.agents.base import Agent
+from marag.agents.base import Agent, narrowed
 from marag.errors import StructuredOutputError
 from marag.llm.base import LLM, Message
 
@@ -59,14 +59,6 @@ def split_aspects(text: str, limit: int = MAX_ASPECTS) -> list[str]:
     return [_clip(s, ASPECT_MAX_CHARS) for s in parts if s][:limit]
 
 
-@functools.cache
-def exact_length_model(model: type[BaseModel], field: str, n: int) -> type[BaseModel]:
-    """`model` with its list `field` required to hold exactly n entries (same name, so
-    traces and error messages read the same)."""
-    annotation = model.model_fields[field].annotation
-    return create_model(model.__name__, __base__=model, **{field: (annotation, Field(min_length=n, max_length=n))})
-
-
 I = TypeVar("I", bound=BaseModel)
 O = TypeVar("O", bound=BaseModel)
 
@@ -80,7 +72,8 @@ class ListJudge(Agent[I, O]):
 
     async def __call__(self, llm: LLM, inp: I, temperature: float = 0.0, seed: int | None = None) -> O:
         sized = copy.copy(self)  # a per-call copy: concurrent calls never share the model
-        sized.Output = exact_length_model(type(self).Output, self.list_field, len(getattr(inp, self.items_field)))
+        n = len(getattr(inp, self.items_field))
+        sized.Output = narrowed(type(self).Output, self.list_field, min_length=n, max_length=n)
         return await Agent.__call__(sized, llm, inp, temperature=temperature, seed=seed)
 
     def fallback(self, inp: I, error: StructuredOutputError) -> O:
@@ -183,6 +176,12 @@ class ScoreJudge(Agent[ScoreInput, ScoreOutput]):
 
 
 # -- aspects (mRAG's correctness and faithfulness rewards) ------------------------------
+#
+# Both rewards follow the mRAG paper's scales. Correctness: each aspect of the *expected*
+# answer is judged against the response on 2 / 1 / 0 / -1. Faithfulness: each aspect of
+# the *response* is judged against the retrieved documents on 1 / 0 / -1. By default
+# one aspect is judged per call, as in the paper; batching several aspects into one
+# call is an option with the same scale.
 
 Aspect = Annotated[str, Field(max_length=ASPECT_MAX_CHARS)]
 
@@ -214,43 +213,47 @@ class AspectExtractor(Agent[AspectsInput, AspectsOutput]):
         return [Message(role="system", content=_ASPECTS_SYSTEM), Message(role="user", content=user)]
 
     def fallback(self, inp: AspectsInput, error: StructuredOutputError) -> AspectsOutput:
-        return AspectsOutput(aspects=split_aspects(inp.text))
+        # empty: the caller stands the text's sentences in, and counts that it did
+        return AspectsOutput(aspects=[])
 
 
-class CoverageInput(BaseModel):
+class CorrectnessAspectsInput(BaseModel):
     question: str
+    reference: str  # the expected answer the aspects were taken from
     response: str
     aspects: list[str]
 
 
-class CoverageOutput(BaseModel):
+class CorrectnessAspectsOutput(BaseModel):
     scores: list[Literal[-1, 0, 1, 2]] = Field(max_length=MAX_ASPECTS)
 
 
-_COVERAGE_SYSTEM = (
-    "For each numbered aspect, score how the response covers it:\n"
-    "2 = fully covered\n"
-    "1 = partly covered\n"
-    "0 = missing\n"
-    "-1 = the response contradicts it\n"
+_CORRECTNESS_ASPECT_SYSTEM = (
+    "You grade a response to a question against aspects of the expected answer. For each "
+    "numbered aspect, read what the response says about it:\n"
+    "2 = the response gets this aspect right, and what it says is relevant\n"
+    "1 = the response gets this aspect right but adds irrelevant information\n"
+    "0 = the response does not address this aspect, or declines to answer\n"
+    "-1 = the response gets this aspect wrong\n"
     "Reply in JSON with one score per aspect, in order."
 )
 
 
-class CoverageJudge(ListJudge[CoverageInput, CoverageOutput]):
-    name = "aspect_coverage"
-    Input = CoverageInput
-    Output = CoverageOutput
+class CorrectnessAspectJudge(ListJudge[CorrectnessAspectsInput, CorrectnessAspectsOutput]):
+    name = "aspect_correctness"
+    Input = CorrectnessAspectsInput
+    Output = CorrectnessAspectsOutput
     max_tokens = 80
     items_field = "aspects"
     list_field = "scores"
 
-    def messages(self, inp: CoverageInput) -> list[Message]:
+    def messages(self, inp: CorrectnessAspectsInput) -> list[Message]:
         user = (
-            f"Question: {inp.question}\nResponse: {_clip(inp.response, PREDICTION_MAX_CHARS)}\n"
-            f"Aspects:\n{_numbered(inp.aspects)}\nGive {len(inp.aspects)} scores."
+            f"Question: {inp.question}\nExpected answer: {_clip(inp.reference, REFERENCE_MAX_CHARS)}\n"
+            f"Response: {_clip(inp.response, PREDICTION_MAX_CHARS)}\n"
+            f"Aspects of the expected answer:\n{_numbered(inp.aspects)}\nGive {len(inp.aspects)} score(s)."
         )
-        return [Message(role="system", content=_COVERAGE_SYSTEM), Message(role="user", content=user)]
+        return [Message(role="system", content=_CORRECTNESS_ASPECT_SYSTEM), Message(role="user", content=user)]
 
 
 class SupportInput(BaseModel):
@@ -263,10 +266,10 @@ class SupportOutput(BaseModel):
 
 
 _SUPPORT_SYSTEM = (
-    "For each numbered statement, judge it against the documents only:\n"
-    "1 = the documents support it\n"
-    "0 = the documents do not say\n"
-    "-1 = the documents contradict it\n"
+    "Judge each numbered statement against the documents only, not against what you know:\n"
+    "1 = the documents fully support it\n"
+    "0 = the documents support part of it\n"
+    "-1 = the documents do not support it (they do not say it, or say otherwise)\n"
     "Reply in JSON with one score per statement, in order."
 )
 
@@ -295,8 +298,48 @@ class SupportJudge(ListJudge[SupportInput, SupportOutput]):
 
     def messages(self, inp: SupportInput) -> list[Message]:
         docs = "\n\n".join(f"[{i}] {d}" for i, d in enumerate(inp.documents, 1))
-        user = f"Documents:\n{docs}\n\nStatements:\n{_numbered(inp.aspects)}\nGive {len(inp.aspects)} scores."
+        user = f"Documents:\n{docs}\n\nStatements:\n{_numbered(inp.aspects)}\nGive {len(inp.aspects)} score(s)."
         return [Message(role="system", content=_SUPPORT_SYSTEM), Message(role="user", content=user)]
+
+
+# -- lexical stand-ins for a judgment the judge could not give ---------------------------
+#
+# Used only when the judge's output stays unusable (after the repair round trip and a
+# per-item retry); every use is counted, and reports show how often it happened.
+
+COVERED_RECALL = 0.5  # share of an aspect's content words the response must contain
+SUPPORTED_RECALL = 0.8  # ... the documents must contain for "fully supported"
+PARTLY_SUPPORTED_RECALL = 0.4
+
+
+def _content_tokens(text: str) -> set[str]:
+    from marag.eval.metrics.lexical import answer_tokens  # (import cycle, see CorrectnessJudge)
+
+    return {t for t in answer_tokens(text) if t not in _STOPWORDS}
+
+
+_STOPWORDS = frozenset(
+    "is are was were be been of in on at to for and or by with as it its this that from "  # noqa: SIM905
+    "which who what when where has have had not no".split()
+)
+
+
+def word_recall(claim: str, text: str) -> float:
+    """Share of the claim's content words that occur in `text` (1.0 for a claim with none)."""
+    words = _content_tokens(claim)
+    return len(words & _content_tokens(text)) / len(words) if words else 1.0
+
+
+def lexical_correctness(aspect: str, response: str) -> int:
+    """Correctness stand-in: "correct" (1: words present, relevance unknown) when the
+    response contains most of the aspect's words, else "not addressed" (0). It never
+    says "wrong": word overlap cannot tell."""
+    return 1 if word_recall(aspect, response) >= COVERED_RECALL else 0
+
+
+def lexical_support(aspect: str, documents: list[str]) -> int:
+    r = word_recall(aspect, " ".join(documents))
+    return 1 if r >= SUPPORTED_RECALL else 0 if r >= PARTLY_SUPPORTED_RECALL else -1
 
 
 # -- nugget assignment (AutoNuggetizer style) ------------------------------------------

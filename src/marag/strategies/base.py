@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from marag.agents.answerer import ANSWER_STYLES, AnswerStyle
 from marag.index.base import Hit, Retriever
 from marag.llm.base import LLM
 from marag.registry import Registry
@@ -46,6 +47,17 @@ class Answer(BaseModel):
 
 class StrategyConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+
+class AnsweringConfig(StrategyConfig):
+    """Settings of strategies that write an answer: its style (short span or paragraph;
+    evaluation sets each declare theirs) and an optional tighter or looser length cap."""
+
+    answer_style: Literal["short", "long"] = "short"
+    answer_max_chars: int | None = Field(default=None, ge=20, le=8000)
+
+    def style(self) -> AnswerStyle:
+        return ANSWER_STYLES[self.answer_style].with_max_chars(self.answer_max_chars)
 
 
 class Strategy:

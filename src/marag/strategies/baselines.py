@@ -6,10 +6,10 @@ from pydantic import Field
 
 from marag.agents.answerer import Answerer, AnswerInput, Passage
 from marag.index.base import Hit
-from marag.strategies.base import STRATEGIES, Strategy, StrategyConfig
+from marag.strategies.base import STRATEGIES, AnsweringConfig, Strategy
 
 
-class LLMOnlyConfig(StrategyConfig):
+class LLMOnlyConfig(AnsweringConfig):
     temperature: float = 0.0
 
 
@@ -23,11 +23,13 @@ class LLMOnly(Strategy):
     Config = LLMOnlyConfig
 
     async def solve(self, question: str) -> tuple[str, list[Hit]]:
-        out = await Answerer()(self.llm, AnswerInput(question=question), temperature=self.config.temperature)
+        out = await Answerer(self.config.style())(
+            self.llm, AnswerInput(question=question), temperature=self.config.temperature
+        )
         return out.answer, []
 
 
-class VanillaRAGConfig(StrategyConfig):
+class VanillaRAGConfig(AnsweringConfig):
     # mRAG's retrieve-then-read baseline reads 2 documents.
     k: int = Field(default=2, ge=1, le=50)
     temperature: float = 0.0
@@ -44,7 +46,7 @@ class VanillaRAG(Strategy):
     async def solve(self, question: str) -> tuple[str, list[Hit]]:
         hits = await self.search(question, self.config.k)
         passages = [Passage(title=h.title, text=h.text) for h in hits]
-        out = await Answerer()(
+        out = await Answerer(self.config.style())(
             self.llm, AnswerInput(question=question, passages=passages), temperature=self.config.temperature
         )
         return out.answer, hits

@@ -1,37 +1,52 @@
 """mRAG (Salemi et al., CIIR@LiveRAG 2025): a coordinator runs a team of agents.
 
-Algorithm 1, as implemented: each turn the coordinator reads the question, the recent
-history of agent reports, the current response and the titles of the supporting set S,
-and emits `{agent, input, reason}`; that agent runs on that input, its report joins the
+Algorithm 1, as implemented: each turn the coordinator reads the question, the history
+of agent reports, the current response and the titles of the supporting set S, and
+emits `{agent, input, reason}`; that agent runs on that input, its report joins the
 history; the answerer and the reviser replace the response; the searcher's relevant
-documents join S (deduplicated by chunk id, in discovery order). The run stops when the
-finisher is chosen or after `max_agent_calls` agent runs; it returns the response and S.
-If no response exists by then, the answerer runs once more on what was collected
-(outside the budget; `answered_after_budget` in the usage says so).
+documents join S (deduplicated by chunk id). The run stops when the finisher is chosen
+or after `max_agent_calls` agent runs; it returns the response and S.
 
-Our additions, to keep small models productive (each can be turned off; with
-`guards=False, hints=False, keep_top_ranked=0` only the paper's behaviour remains,
-including the reviser's refusal to revise before any response exists):
-- preconditions (`guards`): the reviser (always), the validator and the finisher need a
-  response, the answerer needs a search to have run. An agent picked too early is
-  recorded as a refusal step (status "refused", no model call, one agent call spent)
-  and the turn goes to the next agent of the fixed sequence planner -> searcher ->
-  answerer -> finisher, skipping the planner (the coordinator wanted to move on);
+Every agent that reads documents sees all of S, most relevant first (the searcher
+judged it relevant, then its rank under the query it was found for), packed into
+`context_chars` characters: when S does not fit whole, the longest documents are
+clipped to an equal share, so a second-hop document found late still reaches the
+answerer.
+
+`paper=True` keeps only the paper's behaviour: it turns off every addition below and
+leaves only the fallbacks a run cannot do without (listed in the README).
+
+Our additions, to keep small models productive (each can be turned off):
+- preconditions (`guards`): the validator and the finisher need a response, the
+  answerer needs a search to have run (the reviser always needs a response; the paper
+  has it refuse). An agent picked too early is recorded as a refusal step (status
+  "refused", no model call, one agent call spent); with `guards` the turn then goes to
+  the next agent of the fixed sequence planner -> searcher -> answerer -> finisher
+  (skipping the planner), without them the coordinator simply chooses again;
 - repetition (`guards`): picking the agent that ran the last `max_same_agent_in_row`
   times again is overridden by the fixed sequence's next agent (a "guard" step);
 - echo filter (`guards`): a coordinator input that only names an agent, copies its
   own instructions or has no words is dropped before it reaches the agent; the
   searcher does not run queries that share no content word with the question, the
-  coordinator's aspects or the titles found (`rejected_queries` in its outputs);
+  coordinator's aspects or the titles found, and stops paging a query once a page adds
+  nothing new;
+- heuristic fallbacks (`guards`): an unusable relevance judgment counts a first-page
+  document as relevant, an unusable next move continues after a productive page (the
+  paper's mode: not relevant; end);
 - hints (`hints`): the coordinator's prompt names the fixed sequence's next agent and
-  the searcher's next-move prompt the usual move, each listed first. SmolLM2-135M
-  otherwise picks the first option it reads (planner; continue) whatever the state;
-- rank floor (`keep_top_ranked`): each query's top hit counts as relevant even when
-  the judge says no (recorded as `by_rank`): the 135M judge is close to chance;
-- the coordinator's own fallback (unusable output) is the fixed sequence, continued
-  after the furthest of its steps already done.
-Budgets are config fields (the paper's values as defaults) and a final "budget" step
-(also merged into `Answer.usage`) reports what was spent.
+  lists it first. SmolLM2-135M otherwise picks the first agent it reads (the planner)
+  whatever the state;
+- rank floor (`keep_top_ranked`): a searcher run whose judge found nothing keeps its
+  first query's top hit(s), marked `by_rank` (the 135M judge is close to chance);
+- bounded prompts: a `history_window` of recent reports, each clipped to `report_chars`,
+  a `searcher_max_steps` page cap per searcher run, `doc_chars` of each document for
+  the relevance judge, a 200-character coordinator input (`coordinator_input_chars`);
+- a late answer (`late_answer`): if the budget ends with no response, the answerer runs
+  once on what was collected (outside the budget, `answered_after_budget` in the usage).
+The coordinator's own fallback (unusable output) is the fixed sequence, continued after
+the furthest of its steps already done. Budgets are config fields (the paper's values
+as defaults) and a final "budget" step (also merged into `Answer.usage`) reports what
+was spent.
 """
 
 from __future__ import annotations
@@ -39,7 +54,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from marag.agents.base import Agent
 from marag.agents.mrag import (
@@ -60,37 +75,66 @@ from marag.agents.mrag import (
     SummarizerInput,
     Validator,
     ValidatorInput,
+    Doc,
+    Judged,
     clip,
     doc_from_hit,
     finish,
     useful_input,
 )
+from marag.agents.mrag._shared import pack_texts
 from marag.index.base import Hit, Retriever
 from marag.llm.base import LLM
 from marag.llm.factory import LLMConfig, make_llm
-from marag.strategies.base import STRATEGIES, Answer, Strategy, StrategyConfig
+from marag.strategies.base import STRATEGIES, Answer, AnsweringConfig, Strategy
 from marag.trace import current_trace, step
 
 ROLES = ("coordinator", "planner", "searcher", "summarizer", "reasoner", "validator", "answerer", "reviser")
 SEQUENCE = ("planner", "searcher", "answerer", "finisher")
 
 
-class MRAGConfig(StrategyConfig):
+# What `paper=True` sets: every addition off, every bound the paper does not have lifted.
+PAPER_SETTINGS: dict[str, Any] = {
+    "guards": False,
+    "hints": False,
+    "keep_top_ranked": 0,
+    "searcher_max_steps": None,
+    "history_window": None,
+    "report_chars": None,
+    "doc_chars": None,
+    "coordinator_input_chars": 1000,
+    "late_answer": False,
+}
+
+
+class MRAGConfig(AnsweringConfig):
     max_agent_calls: int = Field(default=30, ge=1)  # agents the coordinator may run per question
     docs_per_step: int = Field(default=2, ge=1)  # documents per searcher page
     query_reuse_limit: int = Field(default=5, ge=1)  # pages one query may read
-    searcher_max_steps: int = Field(default=6, ge=1)  # pages per searcher run
-    keep_top_ranked: int = Field(default=1, ge=0)  # a query's top-N hits stay relevant (ours; 0 = judge only)
-    max_same_agent_in_row: int = Field(default=3, ge=1)  # repetition guard (ours)
-    guards: bool = True  # our preconditions, repetition guard and echo filter (module docstring)
-    hints: bool = True  # name the fixed sequence's next agent / the usual search move in prompts
-    history_window: int = Field(default=6, ge=1)  # agent reports the coordinator sees
-    doc_chars: int = Field(default=600, ge=50)  # a document's text for judge, summarizer, reasoner
-    answer_doc_chars: int = Field(default=1200, ge=50)  # ... for answerer, validator, reviser
-    prompt_docs: int = Field(default=4, ge=1)  # documents of S shown to an agent
+    paper: bool = False  # only the paper's behaviour (PAPER_SETTINGS); overrides the fields below
+    # -- our additions (module docstring) --
+    guards: bool = True
+    hints: bool = True
+    keep_top_ranked: int = Field(default=1, ge=0)
+    max_same_agent_in_row: int = Field(default=3, ge=1)
+    searcher_max_steps: int | None = Field(default=6, ge=1)  # pages per searcher run (None: no cap)
+    history_window: int | None = Field(default=8, ge=1)  # agent reports the coordinator sees (None: all)
+    report_chars: int | None = Field(default=300, ge=20)  # each report as the coordinator sees it
+    doc_chars: int | None = Field(default=1000, ge=50)  # a document's text for the relevance judge
+    coordinator_input_chars: int = Field(default=200, ge=20, le=4000)
+    late_answer: bool = True
+    # -- needed in every mode: prompts must fit the model's context --
+    context_chars: int | None = Field(default=6000, ge=200)  # all of S, packed (None: no limit)
     temperature: float = 0.0
     seed: int | None = None
     role_llms: dict[str, dict[str, Any]] = Field(default_factory=dict)  # role -> LLMConfig fields
+
+    @model_validator(mode="before")
+    @classmethod
+    def _paper_mode(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("paper"):
+            return {**data, **PAPER_SETTINGS}
+        return data
 
     @field_validator("role_llms")
     @classmethod
@@ -98,6 +142,10 @@ class MRAGConfig(StrategyConfig):
         if unknown := sorted(set(v) - set(ROLES)):
             raise ValueError(f"unknown role(s) {unknown}: choose among {', '.join(ROLES)}")
         return v
+
+    def additions(self) -> list[str]:
+        """Our additions that are on, by name (for reports: which "mrag" this is)."""
+        return [k for k, paper in PAPER_SETTINGS.items() if getattr(self, k) != paper]
 
 
 @dataclass
@@ -107,6 +155,7 @@ class _State:
     ran: list[str] = field(default_factory=list)  # agents that actually ran, in order
     response: str | None = None
     docs: dict[str, Hit] = field(default_factory=dict)  # S: chunk id -> hit, discovery order
+    why: dict[str, Judged] = field(default_factory=dict)  # S: chunk id -> the searcher's judgment
     notes: list[str] = field(default_factory=list)  # summaries, analyses, validator feedback
     calls: int = 0
     coordinator_calls: int = 0
@@ -115,6 +164,18 @@ class _State:
     refusals: int = 0
     guards: int = 0
     finished: bool = False
+
+    def ranked_docs(self) -> list[tuple[Hit, Judged | None]]:
+        """S, most relevant first: kept by the judge before kept by the rank floor or a
+        fallback, then by rank under the query it was found for, then discovery order."""
+
+        def key(item: tuple[int, str]) -> tuple[bool, int, int]:
+            order, cid = item
+            j = self.why.get(cid)
+            return (j is None or j.by_rank or j.fallback, j.rank if j else 0, order)
+
+        ordered = sorted(enumerate(self.docs), key=key)
+        return [(self.docs[cid], self.why.get(cid)) for _, cid in ordered]
 
 
 @STRATEGIES.register("mrag")
@@ -143,11 +204,11 @@ class MRAG(Strategy):
         while not st.finished and st.calls < cfg.max_agent_calls:
             st.coordinator_calls += 1
             d = await self._call(
-                Coordinator(),
+                Coordinator(cfg.coordinator_input_chars),
                 "coordinator",
                 CoordinatorInput(
                     question=question,
-                    history=st.history[-cfg.history_window :],
+                    history=st.history[-cfg.history_window :] if cfg.history_window else st.history,
                     response=st.response or "",
                     documents=[h.title or h.chunk_id for h in st.docs.values()],
                     calls_left=cfg.max_agent_calls - st.calls,
@@ -155,10 +216,10 @@ class MRAG(Strategy):
                     hint=cfg.hints,
                 ),
             )
-            agent, text = self._route(st, d.agent, useful_input(d.input) if cfg.guards else d.input)
-            if st.calls < cfg.max_agent_calls:
-                await self._run(st, agent, text)
-        answered_late = st.response is None
+            routed = self._route(st, d.agent, useful_input(d.input) if cfg.guards else d.input)
+            if routed is not None and st.calls < cfg.max_agent_calls:
+                await self._run(st, *routed)
+        answered_late = st.response is None and cfg.late_answer
         if answered_late:  # budget spent (or finished without one): answer once from what was collected
             await self._run(st, "answerer", "", count=False)
         trace = current_trace()
@@ -176,7 +237,7 @@ class MRAG(Strategy):
                 "answered_after_budget": answered_late,
                 "documents": len(st.docs),
             }
-        return st.response or "", list(st.docs.values())
+        return st.response or "", [h for h, _ in st.ranked_docs()]
 
     async def run(self, question: str) -> Answer:
         answer = await super().run(question)
@@ -201,22 +262,25 @@ class MRAG(Strategy):
             return "nothing has been searched yet"
         return None
 
-    def _route(self, st: _State, picked: str, text: str) -> tuple[str, str]:
+    def _route(self, st: _State, picked: str, text: str) -> tuple[str, str] | None:
         """The agent that runs and its input: the coordinator's pick, unless a guard or a
-        precondition sends the turn to the fixed sequence (whose agent then gets no input:
-        the coordinator's was meant for another agent)."""
-        k = self.config.max_same_agent_in_row
-        if self.config.guards and st.ran[-k:] == [picked] * k:
+        precondition intervenes. A refused pick spends an agent call; with guards the
+        turn goes to the fixed sequence (whose agent gets no input: the coordinator's
+        was meant for another agent), without them nobody runs and the coordinator
+        chooses again (None)."""
+        k, guards = self.config.max_same_agent_in_row, self.config.guards
+        if guards and st.ran[-k:] == [picked] * k:
             st.guards += 1
             with step("guard", picked=picked, rule=f"{picked} ran {k} times in a row") as s:
                 s.outputs = {"agent": self._next_in_sequence(st)}
             return s.outputs["agent"], ""
         if why := self._unmet(st, picked):
-            st.calls, st.refusals, routed = st.calls + 1, st.refusals + 1, self._next_in_sequence(st, plan=False)
+            st.calls, st.refusals = st.calls + 1, st.refusals + 1
+            routed = self._next_in_sequence(st, plan=False) if guards else None
             with step(picked, request=text) as s:
                 s.status, s.outputs = "refused", {"refused": True, "reason": why, "routed_to": routed}
-            st.history.append(f"{picked}: refused, {why} (ran {routed} instead)")
-            return routed, ""
+            st.history.append(f"{picked}: refused, {why}" + (f" (ran {routed} instead)" if routed else ""))
+            return (routed, "") if routed else None
         return picked, text
 
     # -- the agents ------------------------------------------------------------------------
@@ -226,16 +290,26 @@ class MRAG(Strategy):
     async def _call(self, agent: Agent, role: str, inp: Any) -> Any:
         return await agent(self._llm(role), inp, self.config.temperature, self.config.seed)
 
-    def _docs(self, st: _State, chars: int | None = None) -> list:
-        chars = chars or self.config.doc_chars
-        return [doc_from_hit(h, chars) for h in list(st.docs.values())[: self.config.prompt_docs]]
+    def _docs(self, st: _State) -> list[Doc]:
+        """All of S, most relevant first, packed into `context_chars` (see `pack_texts`)."""
+        ranked = st.ranked_docs()
+        texts = [" ".join(h.text.split()) for h, _ in ranked]
+        allowance = pack_texts([len(t) for t in texts], self.config.context_chars)
+        return [
+            doc_from_hit(h, n, found_for=j.query if j else "")
+            for (h, j), n in zip(ranked, allowance)
+            if n > 0
+        ]
+
+    def _report(self, text: str) -> str:
+        return clip(text, self.config.report_chars)
 
     async def _run(self, st: _State, agent: str, text: str, count: bool = True) -> None:
         st.calls += count
         report = await getattr(self, f"_{agent}")(st, text)
         st.ran.append(agent)
         st.history.append(
-            f"{agent}({clip(text, 80)}): {clip(report, 240)}" if text else f"{agent}: {clip(report, 240)}"
+            f"{agent}({self._report(text)}): {self._report(report)}" if text else f"{agent}: {self._report(report)}"
         )
 
     async def _planner(self, st: _State, text: str) -> str:
@@ -253,9 +327,10 @@ class MRAG(Strategy):
             query_reuse_limit=cfg.query_reuse_limit,
             max_steps=cfg.searcher_max_steps,
             doc_chars=cfg.doc_chars,
-            hint=cfg.hints,
             keep_top_ranked=cfg.keep_top_ranked,
             on_topic_queries=cfg.guards,
+            stop_dry_paging=cfg.guards,
+            heuristic_fallbacks=cfg.guards,
         )
         # what is known: the titles found so far (notes stay out: a small model copies
         # them into its query)
@@ -268,8 +343,9 @@ class MRAG(Strategy):
             cfg.temperature,
             cfg.seed,
         )
-        for h in hits:
-            st.docs.setdefault(h.chunk_id, h)
+        for h, j in zip(hits, out.relevant):
+            if h.chunk_id not in st.docs:
+                st.docs[h.chunk_id], st.why[h.chunk_id] = h, j
         st.searcher_steps += len(out.steps)
         st.query_reuses += out.query_reuses
         if not out.relevant:
@@ -296,14 +372,9 @@ class MRAG(Strategy):
 
     async def _answerer(self, st: _State, text: str) -> str:
         out = await self._call(
-            MRAGAnswerer(),
+            MRAGAnswerer(self.config.style()),
             "answerer",
-            MRAGAnswerInput(
-                question=st.question,
-                guidance=text,
-                notes=st.notes[-3:],
-                documents=self._docs(st, self.config.answer_doc_chars),
-            ),
+            MRAGAnswerInput(question=st.question, guidance=text, notes=st.notes[-3:], documents=self._docs(st)),
         )
         st.response = out.answer
         return out.answer
@@ -312,10 +383,10 @@ class MRAG(Strategy):
         v = await self._call(
             Validator(),
             "validator",
-            ValidatorInput(
-                question=st.question, response=st.response or "", documents=self._docs(st, self.config.answer_doc_chars)
-            ),
+            ValidatorInput(question=st.question, response=st.response or "", documents=self._docs(st)),
         )
+        if not v.checked:  # no verdict: neither a pass nor a reason to revise
+            return "no usable verdict (the validator's output was unusable); nothing was checked"
         report = "; ".join(
             f"{k}: {'yes' if x.ok else 'no'} ({x.feedback})"
             for k, x in (("valid", v.valid), ("grounded", v.grounded), ("correct", v.correct))
@@ -327,14 +398,14 @@ class MRAG(Strategy):
     async def _reviser(self, st: _State, text: str) -> str:
         feedback = next((n for n in reversed(st.notes) if n.startswith("Feedback: ")), "")
         out = await self._call(
-            Reviser(),
+            Reviser(self.config.style()),
             "reviser",
             ReviserInput(
                 question=st.question,
                 response=st.response or "",
                 suggestion=text or feedback.removeprefix("Feedback: "),
                 notes=st.notes[-2:],
-                documents=self._docs(st, self.config.answer_doc_chars),
+                documents=self._docs(st),
             ),
         )
         st.response = out.answer
@@ -344,3 +415,17 @@ class MRAG(Strategy):
         finish(st.response, len(st.docs))
         st.finished = True
         return "done"
+
+
+@STRATEGIES.register("mrag_paper")
+class MRAGPaper(MRAG):
+    """mRAG with `paper=True` by default: a name of its own, so one evaluation can run
+    both and its tables tell them apart."""
+
+    name = "mrag_paper"
+    description = "mRAG with only the paper's behaviour (paper=true: no guards, hints, caps or late answer)."
+
+    def __init__(self, llm, retriever=None, config=None, llms=None):
+        if not isinstance(config, MRAGConfig):
+            config = {"paper": True, **(config or {})}
+        super().__init__(llm, retriever, config, llms)

@@ -22,19 +22,16 @@ class MRAGAnswerInput(BaseModel):
     documents: list[Doc] = Field(default_factory=list)
 
 
-_SYSTEM = (
-    "You answer a question using only the numbered documents. Give a short, direct "
-    "answer (a name, number, date or one sentence). If the documents do not contain "
-    "the answer, say that you do not know. Reply as JSON."
-)
-
-
 class MRAGAnswerer(Answerer):
     name = "answerer"
     Input = MRAGAnswerInput  # type: ignore[assignment]
     Output = AnswerOutput
 
     def messages(self, inp: MRAGAnswerInput) -> list[Message]:  # type: ignore[override]
+        system = (
+            f"You answer a question using only the numbered documents. {self.style.instruction} "
+            "If the documents do not contain the answer, say that you do not know. Reply as JSON."
+        )
         # The question comes last, right after the best document: what the model reads
         # last is what a small model answers (a trailing "Guidance:" line was echoed).
         user = ""
@@ -43,4 +40,4 @@ class MRAGAnswerer(Answerer):
         if inp.notes:
             user += f"Notes:\n{render_lines(inp.notes)}\n"
         user += f"\nDocuments:\n\n{render_docs(inp.documents)}\n\nQuestion: {inp.question}\nAnswer as JSON."
-        return [Message(role="system", content=_SYSTEM), Message(role="user", content=user.lstrip())]
+        return [Message(role="system", content=system), Message(role="user", content=user.lstrip())]

@@ -19,7 +19,7 @@ from typing import Literal, get_args
 
 from pydantic import BaseModel, Field
 
-from marag.agents.base import Agent
+from marag.agents.base import Agent, narrowed
 from marag.errors import StructuredOutputError
 from marag.llm.base import Message
 
@@ -71,6 +71,13 @@ class Coordinator(Agent[CoordinatorInput, CoordinatorDecision]):
     Input = CoordinatorInput
     Output = CoordinatorDecision
     max_tokens = 160
+
+    def __init__(self, input_chars: int = 200):
+        # the instruction it writes for the next agent: 200 characters keep a small
+        # model's reply short; the paper's mode allows a long one
+        if input_chars != 200:
+            self.Output = narrowed(CoordinatorDecision, "input", max_length=input_chars)
+            self.max_tokens = 160 + input_chars // 3
 
     def messages(self, inp: CoordinatorInput) -> list[Message]:
         history = "\n".join(f"{i}. {h}" for i, h in enumerate(inp.history, 1)) or "(nothing yet)"

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from marag.agents.answerer import ANSWER_MAX_CHARS, AnswerOutput
+from marag.agents.answerer import AnswerOutput, AnswerStyle, StyledAnswer
 from marag.agents.base import Agent
 from marag.agents.mrag._shared import Doc, render_docs, render_lines
 from marag.errors import StructuredOutputError
@@ -24,19 +24,19 @@ class ReviserInput(BaseModel):
     documents: list[Doc] = Field(default_factory=list)
 
 
-_SYSTEM = (
-    "You improve a response to a question. Apply the suggestion, keep what is right, "
-    "use only facts from the documents, keep it short. Reply as JSON."
-)
-
-
-class Reviser(Agent[ReviserInput, AnswerOutput]):
+class Reviser(StyledAnswer, Agent[ReviserInput, AnswerOutput]):
     name = "reviser"
     Input = ReviserInput
     Output = AnswerOutput
-    max_tokens = 200
+
+    def __init__(self, style: AnswerStyle | None = None):
+        self._set_style(style)
 
     def messages(self, inp: ReviserInput) -> list[Message]:
+        system = (
+            "You improve a response to a question. Apply the suggestion, keep what is right, "
+            f"use only facts from the documents. {self.style.instruction} Reply as JSON."
+        )
         user = f"Documents:\n\n{render_docs(inp.documents)}\n\n"
         if inp.notes:
             user += f"Notes:\n{render_lines(inp.notes)}\n"
@@ -44,7 +44,7 @@ class Reviser(Agent[ReviserInput, AnswerOutput]):
             f"Question: {inp.question}\nResponse: {inp.response}\n"
             f"Suggestion: {inp.suggestion or 'make it more accurate and direct'}\n\nRevised answer as JSON."
         )
-        return [Message(role="system", content=_SYSTEM), Message(role="user", content=user)]
+        return [Message(role="system", content=system), Message(role="user", content=user)]
 
     def fallback(self, inp: ReviserInput, error: StructuredOutputError) -> AnswerOutput:
-        return AnswerOutput(answer=inp.response[:ANSWER_MAX_CHARS])
+        return self.Output(answer=inp.response[: self.style.max_chars])

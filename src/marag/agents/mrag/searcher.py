@@ -8,19 +8,21 @@ Three model calls make it up, each a small agent with its own fallback:
   aspects, else the question.
 - `Judge` ("searcher.judge"): one call per document (run concurrently, so a batching
   server reads both at once). A call per document keeps each prompt to one document,
-  which small models handle better than comparing two. Fallback: relevant if and only
-  if the retriever put it on the first page of its query.
-- `NextMove` ("searcher.next"): continue / change / end. Fallback: the usual move
-  (`NextInput.usual`: end once something relevant was found; change after two fruitless
-  pages or an empty one; else continue). With `hint` (our addition) the prompt names
-  that usual move and lists it first: SmolLM2-135M otherwise answers "continue", the
-  first option it reads, whatever the page held.
+  which small models handle better than comparing two. Fallback: not relevant; with
+  `heuristic_fallbacks` (ours) relevant if and only if it was on the query's first page.
+- `NextMove` ("searcher.next"): continue / change / end, offered in that order every
+  time and with no recommendation, so the model decides (it sees the page's judgements
+  and everything found so far). Fallback: end; with `heuristic_fallbacks` continue when
+  the page added something new and the query has pages left.
 
 Limits (from the strategy config) are enforced here, not left to the model: a query is
 read at most `query_reuse_limit` times (then the move is forced to a fresh query if the
-model offered one, else to end), an empty page ends that query the same way, and the
-whole search stops after `max_steps` pages. Every page, judgement and move, forced or
-not, is in this step's outputs.
+model offered one, else to end), an empty page ends that query the same way, and with
+`max_steps` the whole search stops after that many pages. Our guards, each off in the
+paper's mode: `stop_dry_paging` (a page that added nothing ends paging of that query),
+`on_topic_queries` and the rank floor `keep_top_ranked` (a run that judged nothing
+relevant keeps its first query's top hits, marked `by_rank`). Every page, judgement
+and move, forced or not, is in this step's outputs.
 """
 
 from __future__ import annotations
@@ -77,7 +79,11 @@ class JudgeInput(BaseModel):
     question: str
     aspects: str = ""
     document: Doc
-    first_page: bool = True  # ranked on the first page of its query: only the fallback reads it
+    # The fallback's rule (only the fallback reads these): with `first_page_rule` an
+    # unusable judgment counts a first-page document as relevant (ours, for small
+    # models); without it (the paper's mode) as not relevant.
+    first_page: bool = True
+    first_page_rule: bool = True
 
 
 class Judgement(BaseModel):
@@ -103,35 +109,33 @@ class Judge(Agent[JudgeInput, Judgement]):
         return [Message(role="system", content=system), Message(role="user", content=user + "Judgement as JSON.")]
 
     def fallback(self, inp: JudgeInput, error: StructuredOutputError) -> Judgement:
+        if not inp.first_page_rule:
+            return Judgement(explanation="fallback: no usable judgment, counted as not relevant", relevant=False)
         why = "on the first page" if inp.first_page else "not on the first page"
         return Judgement(explanation=f"fallback: ranked {why} of its query", relevant=inp.first_page)
 
 
 Action = Literal["continue", "change", "end"]
+# In the paper's order, always: the order must not steer the model (small models pick
+# the first option they read).
 _ACTIONS = {
-    "continue": "continue (read the next page of the same query)",
-    "change": "change (write a new query and say why)",
-    "end": "end (enough found, or nothing more to find)",
+    "continue": "continue - read the next page of results for the same query (it is still finding useful documents)",
+    "change": "change - search with a different query for what is still missing, and say why",
+    "end": "end - stop searching (what was found covers the question, or there is nothing more to find)",
 }
 
 
 class NextInput(BaseModel):
     question: str
+    aspects: str = ""
     query: str
     uses: int  # pages read with this query
     reuse_limit: int
-    steps_left: int
+    steps_left: int | None = None  # pages left in this searcher run (None: no cap)
     page: list[str] = Field(default_factory=list)  # this page's judgements, one line each
-    relevant_so_far: int = 0
-    hint: bool = True  # name the usual move in the prompt, listed first (see module docstring)
-
-    @property
-    def usual(self) -> Action:
-        """The move a careful searcher usually makes here: stop once something relevant
-        is in hand, re-query when a query runs dry or two pages brought nothing."""
-        if self.relevant_so_far:
-            return "end"
-        return "change" if self.uses >= 2 or not self.page else "continue"
+    found: list[str] = Field(default_factory=list)  # relevant so far: "title: explanation"
+    new_on_page: int = 0  # relevant documents this page added (the fallback reads it)
+    heuristic_fallback: bool = True  # ours: continue after a productive page; paper: end
 
 
 class Move(BaseModel):
@@ -147,24 +151,26 @@ class NextMove(Agent[NextInput, Move]):
     max_tokens = 120
 
     def messages(self, inp: NextInput) -> list[Message]:
-        first = inp.usual if inp.hint else "continue"
-        options = [first] + [a for a in _ACTIONS if a != first]
         system = (
-            "You steer a search. After each page of results choose one move:\n"
-            + "\n".join(f"- {_ACTIONS[a]}" for a in options)
-            + "\nReply as JSON."
+            "You steer a search for documents that answer a question. After each page of results, "
+            "choose one move:\n" + "\n".join(f"- {text}" for text in _ACTIONS.values()) + "\nReply as JSON."
         )
-        user = (
-            f"Question: {inp.question}\nQuery: {inp.query} (pages read: {inp.uses} of {inp.reuse_limit})\n"
+        user = f"Question: {inp.question}\n"
+        if inp.aspects:
+            user += f"Looking for: {inp.aspects}\n"
+        user += (
+            f"Query: {inp.query} (pages read: {inp.uses} of {inp.reuse_limit})\n"
             f"This page:\n{render_lines(inp.page, '(no more results)')}\n"
-            f"Relevant documents so far: {inp.relevant_so_far}. Pages left: {inp.steps_left}.\n"
-            + (f"The usual move here: {inp.usual}\n" if inp.hint else "")
+            f"Relevant documents so far:\n{render_lines(inp.found)}\n"
+            + (f"Pages left: {inp.steps_left}.\n" if inp.steps_left is not None else "")
             + "\nNext move as JSON."
         )
         return [Message(role="system", content=system), Message(role="user", content=user)]
 
     def fallback(self, inp: NextInput, error: StructuredOutputError) -> Move:
-        return Move(action=inp.usual, reason=f"fallback: the usual move, {inp.usual} (next-move output unusable)")
+        more = inp.heuristic_fallback and inp.new_on_page > 0 and inp.uses < inp.reuse_limit
+        action: Action = "continue" if more else "end"
+        return Move(action=action, reason=f"fallback: {action} (next-move output unusable)")
 
 
 # -- the search loop --------------------------------------------------------------------
@@ -174,25 +180,34 @@ class SearcherInput(BaseModel):
     known: list[str] = Field(default_factory=list)  # what the team has so far
 
 
+SAFETY_PAGES = 50  # with no page cap (the paper's mode), a searcher run still ends here
+
+
 class SearchLimits(BaseModel):
     docs_per_step: int = 2
     query_reuse_limit: int = 5
-    max_steps: int = 6
-    doc_chars: int = 600
-    hint: bool = True  # NextMove's "usual move" hint
-    keep_top_ranked: int = 0  # a query's top-N hits count as relevant whatever the judge says
+    max_steps: int | None = 6  # pages per searcher run (ours; None = the paper: no cap)
+    doc_chars: int | None = 1000  # document text the judge reads (None = whole)
+    keep_top_ranked: int = 0  # rank floor: a run that found nothing keeps its first query's top-N
     on_topic_queries: bool = False  # a query must share a content word with question/aspects
+    stop_dry_paging: bool = False  # "continue" after a page that added nothing becomes change/end
+    heuristic_fallbacks: bool = False  # judge: first page relevant; next move: continue if productive
 
 
 class Judged(BaseModel):
     chunk_id: str
     doc_id: str
     title: str = ""
+    query: str = ""  # the query it was retrieved for
     rank: int  # 0-based rank under its query
     relevant: bool  # the verdict used (the judge's, unless `by_rank`)
     explanation: str
     fallback: bool = False  # the judge's output was unusable: its fallback decided
-    by_rank: bool = False  # the judge said no, but `keep_top_ranked` kept it
+    by_rank: bool = False  # kept by the rank floor (`keep_top_ranked`), not by the judge
+
+    @property
+    def line(self) -> str:
+        return f"{self.title or self.chunk_id}: {self.explanation}"
 
 
 class SearchStep(BaseModel):
@@ -255,87 +270,100 @@ class Searcher:
             uses: dict[str, int] = {}  # pages read per query; the next offset follows from it
             steps: list[SearchStep] = []
             found: dict[str, tuple[Hit, Judged]] = {}
-            for n in range(limits.max_steps):
+            first_page: list[tuple[Hit, Judged]] = []  # the first query's first page (rank floor)
+            page_cap = limits.max_steps or SAFETY_PAGES
+            for n in range(page_cap):
                 offset = uses.get(query, 0) * limits.docs_per_step
                 hits = await search(query, limits.docs_per_step, offset)
                 uses[query] = uses.get(query, 0) + 1
                 judged = list(
                     await asyncio.gather(
-                        *(self._judge(llm, inp, h, offset + i, limits, temperature, seed) for i, h in enumerate(hits))
+                        *(self._judge(llm, inp, h, query, offset + i, limits, temperature, seed) for i, h in enumerate(hits))
                     )
                 )
-                for h, j in zip(hits, judged):
-                    if j.relevant and h.chunk_id not in found:
-                        found[h.chunk_id] = (h, j)
-                if n == limits.max_steps - 1:
-                    steps.append(SearchStep(query=query, offset=offset, docs=judged, action="end", forced="max_steps"))
+                if n == 0:
+                    first_page = list(zip(hits, judged))
+                new = [(h, j) for h, j in zip(hits, judged) if j.relevant and h.chunk_id not in found]
+                found.update((h.chunk_id, (h, j)) for h, j in new)
+                if n == page_cap - 1:
+                    forced = "max_steps" if limits.max_steps else "safety_pages"
+                    steps.append(SearchStep(query=query, offset=offset, docs=judged, action="end", forced=forced))
                     break
                 move = await NextMove()(
                     llm,
                     NextInput(
                         question=inp.question,
+                        aspects=inp.aspects,
                         query=query,
                         uses=uses[query],
                         reuse_limit=limits.query_reuse_limit,
-                        steps_left=limits.max_steps - n - 1,
-                        relevant_so_far=len(found),
-                        hint=limits.hint,
-                        page=[
-                            f"{j.title or j.chunk_id}: {'relevant' if j.relevant else 'not relevant'} ({j.explanation})"
-                            for j in judged
-                        ],
+                        steps_left=page_cap - n - 1 if limits.max_steps else None,
+                        page=[f"{j.title or j.chunk_id}: {'relevant' if j.relevant else 'not relevant'} ({j.explanation})" for j in judged],
+                        found=[j.line for _, j in found.values()],
+                        new_on_page=len(new),
+                        heuristic_fallback=limits.heuristic_fallbacks,
                     ),
                     temperature,
                     seed,
                 )
-                new = clip(move.new_query, QUERY_MAX_CHARS)
-                fresh = new != query and uses.get(new, 0) < limits.query_reuse_limit and usable(new)
-                action, forced = self._enforce(move.action, fresh, bool(hits), uses[query] >= limits.query_reuse_limit)
+                new_query = clip(move.new_query, QUERY_MAX_CHARS)
+                fresh = new_query != query and uses.get(new_query, 0) < limits.query_reuse_limit and usable(new_query)
+                action, forced = self._enforce(
+                    move.action,
+                    fresh,
+                    had_hits=bool(hits),
+                    used_up=uses[query] >= limits.query_reuse_limit,
+                    dry=limits.stop_dry_paging and not new,
+                )
                 steps.append(
-                    SearchStep(
-                        query=query, offset=offset, docs=judged, action=action, reason=move.reason, forced=forced
-                    )
+                    SearchStep(query=query, offset=offset, docs=judged, action=action, reason=move.reason, forced=forced)
                 )
                 if action == "end":
                     break
-                query = new if action == "change" else query
+                query = new_query if action == "change" else query
+            if not found and limits.keep_top_ranked:  # rank floor (ours): never come back empty-handed
+                for h, j in first_page[: limits.keep_top_ranked]:
+                    found[h.chunk_id] = (h, j.model_copy(update={"relevant": True, "by_rank": True}))
             out = SearcherOutput(
                 queries=list(uses), steps=steps, relevant=[j for _, j in found.values()], rejected_queries=rejected
             )
             s.outputs = out.model_dump(mode="json")
         return out, [h for h, _ in found.values()]
 
-    async def _judge(self, llm, inp, hit: Hit, rank: int, limits: SearchLimits, temperature, seed) -> Judged:
+    async def _judge(self, llm, inp, hit: Hit, query: str, rank: int, limits: SearchLimits, temperature, seed) -> Judged:
         j_in = JudgeInput(
             question=inp.question,
             aspects=inp.aspects,
             document=doc_from_hit(hit, limits.doc_chars),
             first_page=rank < limits.docs_per_step,
+            first_page_rule=limits.heuristic_fallbacks,
         )
         j = await Judge()(llm, j_in, temperature, seed)
-        by_rank = not j.relevant and rank < limits.keep_top_ranked
         return Judged(
             chunk_id=hit.chunk_id,
             doc_id=hit.doc_id,
             title=hit.title,
+            query=query,
             rank=rank,
-            relevant=j.relevant or by_rank,
+            relevant=j.relevant,
             explanation=j.explanation,
             fallback=j.explanation.startswith("fallback:"),
-            by_rank=by_rank,
         )
 
     @staticmethod
-    def _enforce(action: str, fresh: bool, had_hits: bool, used_up: bool) -> tuple[str, str | None]:
+    def _enforce(action: str, fresh: bool, had_hits: bool, used_up: bool, dry: bool = False) -> tuple[str, str | None]:
         """The move actually made, and the name of the limit that forced it (if any).
         `fresh`: the model offered a usable new query; `used_up`: the current query has
-        read its `query_reuse_limit` pages."""
+        read its `query_reuse_limit` pages; `dry`: the page added nothing new and the
+        dry-paging guard is on."""
         if action == "end":
             return "end", None
         if action == "change" and fresh:
             return "change", None
         # continue (or a change without a usable new query, which reads the same query again)
-        blocked = "no_more_results" if not had_hits else "query_reuse_limit" if used_up else None
+        blocked = (
+            "no_more_results" if not had_hits else "query_reuse_limit" if used_up else "page_added_nothing" if dry else None
+        )
         if blocked is None:
             return "continue", None if action == "continue" else "no_new_query"
         return ("change" if fresh else "end"), blocked

@@ -3,15 +3,15 @@ judges the current response on three counts, each with short feedback:
 valid (it answers what was asked, as asked), grounded (the documents support it) and
 correct (it is right as far as the documents tell).
 
-Fallback: no criteria and every verdict "not checked" (ok=True with feedback saying
-so), so an unusable validation never sends the team into endless revisions.
+Fallback: no verdict at all (`Validation.checked` is False): the strategy reports that
+nothing was checked, neither passing the response nor sending it back for revision.
 """
 
 from __future__ import annotations
 
 from typing import Annotated
 
-from pydantic import BaseModel, Field, StringConstraints
+from pydantic import BaseModel, Field, PrivateAttr, StringConstraints
 
 from marag.agents.base import Agent
 from marag.agents.mrag._shared import Doc, render_docs
@@ -37,6 +37,12 @@ class Validation(BaseModel):
     valid: Verdict
     grounded: Verdict
     correct: Verdict
+
+    _checked: bool = PrivateAttr(default=True)  # False: the fallback, no verdict (not in the schema)
+
+    @property
+    def checked(self) -> bool:
+        return self._checked
 
     def passed(self) -> bool:
         return self.valid.ok and self.grounded.ok and self.correct.ok
@@ -64,5 +70,7 @@ class Validator(Agent[ValidatorInput, Validation]):
         return [Message(role="system", content=_SYSTEM), Message(role="user", content=user)]
 
     def fallback(self, inp: ValidatorInput, error: StructuredOutputError) -> Validation:
-        unchecked = Verdict(ok=True, feedback="not checked (the validator's output was unusable)")
-        return Validation(criteria=[], valid=unchecked, grounded=unchecked, correct=unchecked)
+        unchecked = Verdict(ok=False, feedback="not checked (the validator's output was unusable)")
+        out = Validation(criteria=[], valid=unchecked, grounded=unchecked, correct=unchecked)
+        out._checked = False
+        return out

@@ -58,15 +58,17 @@ async def score_example(
     judge: LLM | None = None,
     seed: int | None = None,
     temperature: float = 0.0,
+    batch: int | None = None,
 ) -> dict[str, MetricResult]:
     """Score one example with the named metrics, in order; metrics that do not apply
     (the example lacks gold answers, gold documents, nuggets, ...) are left out of the
     result. Unknown names, metrics that cannot run here (`Metric.check`) and judged
     metrics without a judge fail before any scoring.
     Metrics run one after another so that those sharing judge calls (the nugget
-    metrics) reuse them."""
+    metrics) reuse them. `batch`: items per call for list-labelling judges (aspects,
+    nuggets); None keeps each metric's default."""
     names = list(dict.fromkeys(metric_names))
-    metrics: list[Metric] = [METRICS.get(n)(temperature=temperature) for n in names]
+    metrics: list[Metric] = [METRICS.get(n)(temperature=temperature, batch=batch) for n in names]
     for m in metrics:
         m.check()
     if judge is None and (needy := [n for n, m in zip(names, metrics) if m.needs_judge]):

@@ -32,6 +32,10 @@ class EvalExample(BaseModel):
 class MetricResult(BaseModel):
     value: float
     details: dict[str, Any] = Field(default_factory=dict)
+    # Judged metrics: how many judgments went into the value, and how many of them a
+    # deterministic stand-in made because the judge's output was unusable.
+    decisions: int = 0
+    fallbacks: int = 0
 
 
 class Metric:
@@ -43,10 +47,13 @@ class Metric:
     kind: ClassVar[str] = "answer"  # answer | retrieval | judged (for listings and reports)
     description: ClassVar[str] = ""
 
-    def __init__(self, temperature: float = 0.0):
+    def __init__(self, temperature: float = 0.0, batch: int | None = None):
         # The judge's sampling temperature (metrics without a judge ignore it); the
         # runner raises it when it repeats a judged metric with several seeds.
         self.temperature = temperature
+        # Items (aspects, nuggets) a list-labelling judge gets per call; None = the
+        # metric's own default (the paper's setting).
+        self.batch = batch
 
     def check(self) -> None:
         """Raise a MaragError (with a hint) when this metric cannot run in this

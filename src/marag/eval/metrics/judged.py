@@ -23,8 +23,8 @@ from marag.eval.judges import (
     AspectsInput,
     CorrectnessInput,
     CorrectnessJudge,
-    CoverageInput,
-    CoverageJudge,
+    CorrectnessAspectJudge,
+    CorrectnessAspectsInput,
     ListJudge,
     NuggetInput,
     NuggetJudge,
@@ -32,6 +32,8 @@ from marag.eval.judges import (
     ScoreJudge,
     SupportInput,
     SupportJudge,
+    lexical_correctness,
+    lexical_support,
     pack_documents,
     split_aspects,
 )
@@ -69,25 +71,35 @@ async def label_items(
     batch_size: int,
     temperature: float,
     seed: int | None,
+    stand_in: Callable[[str], Any],
 ) -> tuple[list[Any], int]:
     """One label per item from a list-labelling agent, `batch_size` items per call.
 
     The agent's output model demands exactly one label per item, so a batch comes back
     either complete or empty (the agent's fallback). An empty batch of several items is
-    asked again one item at a time; items that still get no label come back as None.
-    Returns (labels, #None)."""
+    asked again one item at a time; an item that still gets no label gets
+    `stand_in(item)`. Returns (labels, how many came from the stand-in)."""
     field = agent.list_field
     labels: list[Any] = []
-    for start in range(0, len(items), batch_size):
-        batch = list(items[start : start + batch_size])
-        got = list(getattr(await agent(judge, make_input(batch), temperature=temperature, seed=seed), field))
-        if len(got) != len(batch) and len(batch) > 1:
+    stood_in = 0
+    for start in range(0, len(items), max(1, batch_size)):
+        batch = list(items[start : start + max(1, batch_size)])
+        got: list[Any] = list(getattr(await agent(judge, make_input(batch), temperature=temperature, seed=seed), field))
+        if len(got) != len(batch):
             got = []
             for item in batch:
-                one = getattr(await agent(judge, make_input([item]), temperature=temperature, seed=seed), field)
-                got.append(one[0] if len(one) == 1 else None)
-        labels.extend(got if len(got) == len(batch) else [None] * len(batch))
-    return labels, sum(1 for x in labels if x is None)
+                one = (
+                    getattr(await agent(judge, make_input([item]), temperature=temperature, seed=seed), field)
+                    if len(batch) > 1
+                    else []
+                )
+                if len(one) == 1:
+                    got.append(one[0])
+                else:
+                    got.append(stand_in(item))
+                    stood_in += 1
+        labels.extend(got)
+    return labels, stood_in
 
 
 async def extract_aspects(
@@ -102,6 +114,11 @@ async def extract_aspects(
     return split_aspects(text), "sentences"
 
 
+def _single(ok: bool, value: float, **details: Any) -> MetricResult:
+    """A metric that rests on one judgment (`ok`: the judge gave it, not the stand-in)."""
+    return MetricResult(value=value, details={**details, "fallback": not ok}, decisions=1, fallbacks=int(not ok))
+
+
 # -- single-call judges --------------------------------------------------------------
 
 
@@ -114,10 +131,7 @@ class JudgeCorrect(JudgedMetric):
     async def score(self, ex: EvalExample, judge: LLM | None = None, seed: int | None = None) -> MetricResult:
         inp = CorrectnessInput(question=ex.question.question, references=all_references(ex), prediction=ex.prediction)
         out = await CorrectnessJudge()(self._require(judge), inp, temperature=self.temperature, seed=seed)
-        return MetricResult(
-            value=float(out.correct),
-            details={"justification": out.justification, "fallback": out.justification == FALLBACK_REASON},
-        )
+        return _single(out.justification != FALLBACK_REASON, float(out.correct), justification=out.justification)
 
 
 @METRICS.register("judge_score")
@@ -130,22 +144,37 @@ class JudgeScore(JudgedMetric):
         refs, _ = reference_texts(ex.question)
         inp = ScoreInput(question=ex.question.question, references=refs, prediction=ex.prediction)
         out = await ScoreJudge()(self._require(judge), inp, temperature=self.temperature, seed=seed)
-        return MetricResult(
-            value=float(out.score), details={"reason": out.reason, "fallback": out.reason == FALLBACK_REASON}
-        )
+        return _single(out.reason != FALLBACK_REASON, float(out.score), reason=out.reason)
 
 
 # -- mRAG's aspect-based rewards ---------------------------------------------------------
 
 
 def correctness_from_scores(scores: Sequence[int]) -> float:
-    """mRAG correctness: each aspect's score in -1..2 mapped to (s + 1) / 3, averaged."""
+    """mRAG correctness: each aspect's score in -1..2 mapped to (s + 1) / 3, averaged
+    (correct and relevant = 1, correct with irrelevant information = 2/3, not
+    addressed = 1/3, wrong = 0)."""
     return fmean((s + 1) / 3 for s in scores) if scores else 0.0
 
 
 def faithfulness_from_scores(scores: Sequence[int]) -> float:
-    """mRAG faithfulness: each aspect's score in -1..1 mapped to (s + 1) / 2, averaged."""
+    """mRAG faithfulness: each aspect's score in -1..1 mapped to (s + 1) / 2, averaged
+    (fully supported = 1, partially = 1/2, not supported = 0)."""
     return fmean((s + 1) / 2 for s in scores) if scores else 0.0
+
+
+def _aspect_result(value: float, aspects: list[str], scores: list[int], source: str, stood_in: int, **extra) -> MetricResult:
+    return MetricResult(
+        value=value,
+        details={
+            "aspects": [{"aspect": a, "score": s} for a, s in zip(aspects, scores)],
+            "aspects_from": source,
+            "stand_in_scores": stood_in,
+            **extra,
+        },
+        decisions=len(aspects) + 1,  # the extraction, then one judgment per aspect
+        fallbacks=stood_in + (source != "judge"),
+    )
 
 
 @METRICS.register("mrag_correctness")
@@ -153,9 +182,10 @@ class MragCorrectness(JudgedMetric):
     name = "mrag_correctness"
     requires = frozenset({"reference"})
     description = (
-        "mRAG correctness: aspects of the reference answer, each scored -1..2 against the answer, "
-        "normalized (s+1)/3 and averaged."
+        "mRAG correctness: aspects of the expected answer, each judged against the response "
+        "(2 correct+relevant, 1 correct+irrelevant, 0 not addressed, -1 wrong), (s+1)/3, averaged."
     )
+    default_batch = 1  # the paper judges each aspect in its own call
 
     async def score(self, ex: EvalExample, judge: LLM | None = None, seed: int | None = None) -> MetricResult:
         judge = self._require(judge)
@@ -164,33 +194,27 @@ class MragCorrectness(JudgedMetric):
         if not refs:
             return MetricResult(value=0.0, details={"note": "the reference answer is empty"})
         aspects, source = await extract_aspects(judge, q, refs[0], self.temperature, seed)
-        raw, unlabelled = await label_items(
-            CoverageJudge(),
+        scores, stood_in = await label_items(
+            CorrectnessAspectJudge(),
             judge,
             aspects,
-            lambda batch: CoverageInput(question=q, response=ex.prediction, aspects=batch),
-            MAX_ASPECTS,
+            lambda batch: CorrectnessAspectsInput(question=q, reference=refs[0], response=ex.prediction, aspects=batch),
+            self.batch or self.default_batch,
             self.temperature,
             seed,
+            stand_in=lambda aspect: lexical_correctness(aspect, ex.prediction),
         )
-        scores = [0 if s is None else s for s in raw]  # no label: counted as missing
-        return MetricResult(
-            value=correctness_from_scores(scores),
-            details={
-                "aspects": [{"aspect": a, "score": s} for a, s in zip(aspects, scores)],
-                "aspects_from": source,
-                "unlabelled": unlabelled,
-            },
-        )
+        return _aspect_result(correctness_from_scores(scores), aspects, scores, source, stood_in)
 
 
 @METRICS.register("mrag_faithfulness")
 class MragFaithfulness(JudgedMetric):
     name = "mrag_faithfulness"
     description = (
-        "mRAG faithfulness: aspects of the answer, each scored -1..1 against the retrieved texts, "
-        "normalized (s+1)/2 and averaged (0 without retrieved texts)."
+        "mRAG faithfulness: aspects of the response, each judged against the retrieved texts "
+        "(1 fully, 0 partially, -1 not supported), (s+1)/2, averaged (0 without retrieved texts)."
     )
+    default_batch = 1
 
     async def score(self, ex: EvalExample, judge: LLM | None = None, seed: int | None = None) -> MetricResult:
         judge = self._require(judge)
@@ -200,25 +224,24 @@ class MragFaithfulness(JudgedMetric):
         if not ex.prediction.strip():
             return MetricResult(value=0.0, details={"note": "empty answer"})
         aspects, source = await extract_aspects(judge, ex.question.question, ex.prediction, self.temperature, seed)
-        raw, unlabelled = await label_items(
+        scores, stood_in = await label_items(
             SupportJudge(),
             judge,
             aspects,
             lambda batch: SupportInput(documents=docs, aspects=batch),
-            MAX_ASPECTS,
+            self.batch or self.default_batch,
             self.temperature,
             seed,
+            stand_in=lambda aspect: lexical_support(aspect, docs),
         )
-        scores = [0 if s is None else s for s in raw]  # no label: counted as not supported
-        return MetricResult(
-            value=faithfulness_from_scores(scores),
-            details={
-                "aspects": [{"aspect": a, "score": s} for a, s in zip(aspects, scores)],
-                "aspects_from": source,
-                "unlabelled": unlabelled,
-                "documents_used": len(docs),
-                "documents_retrieved": len(ex.retrieved_texts),
-            },
+        return _aspect_result(
+            faithfulness_from_scores(scores),
+            aspects,
+            scores,
+            source,
+            stood_in,
+            documents_used=len(docs),
+            documents_retrieved=len(ex.retrieved_texts),
         )
 
 
@@ -268,29 +291,33 @@ def nugget_scores(nuggets: Sequence[Nugget], labels: Sequence[str]) -> dict[str,
 
 
 async def nugget_assignment(
-    ex: EvalExample, judge: LLM, temperature: float, seed: int | None
+    ex: EvalExample, judge: LLM, temperature: float, seed: int | None, batch: int | None = None
 ) -> tuple[list[Nugget], list[str], int]:
     """Label every nugget against the prediction (memoized on the example, so the
-    nugget metrics share one set of judge calls). Returns (nuggets, labels, #defaulted)."""
-    key = ("nugget_assignment", id(judge), getattr(judge, "model", ""), seed, temperature)
+    nugget metrics share one set of judge calls). Returns (nuggets, labels, how many
+    labels the lexical stand-in gave)."""
+    key = ("nugget_assignment", id(judge), getattr(judge, "model", ""), seed, temperature, batch)
     if key in ex._memo:
         return ex._memo[key]
     nuggets = parse_nuggets(ex.question.metadata.get("nuggets"))
     if ex.prediction.strip():
-        raw, defaulted = await label_items(
+        labels, defaulted = await label_items(
             NuggetJudge(),
             judge,
             [n.text for n in nuggets],
             lambda batch: NuggetInput(question=ex.question.question, answer=ex.prediction, nuggets=batch),
-            NUGGET_BATCH,
+            batch or NUGGET_BATCH,
             temperature,
             seed,
+            stand_in=lambda nugget: _SUPPORT_LABEL[lexical_support(nugget, [ex.prediction])],
         )
     else:  # nothing can be supported by an empty answer; no need to ask
-        raw, defaulted = [None] * len(nuggets), 0
-    labels = ["not_support" if lab is None else lab for lab in raw]
+        labels, defaulted = ["not_support"] * len(nuggets), 0
     ex._memo[key] = result = (nuggets, labels, defaulted)
     return result
+
+
+_SUPPORT_LABEL = {1: "support", 0: "partial_support", -1: "not_support"}
 
 
 class _NuggetMetric(JudgedMetric):
@@ -298,7 +325,9 @@ class _NuggetMetric(JudgedMetric):
     score_key: str
 
     async def score(self, ex: EvalExample, judge: LLM | None = None, seed: int | None = None) -> MetricResult:
-        nuggets, labels, defaulted = await nugget_assignment(ex, self._require(judge), self.temperature, seed)
+        nuggets, labels, defaulted = await nugget_assignment(
+            ex, self._require(judge), self.temperature, seed, self.batch
+        )
         scores = nugget_scores(nuggets, labels)
         value = scores[self.score_key]
         return MetricResult(
@@ -308,6 +337,8 @@ class _NuggetMetric(JudgedMetric):
                 "labels": [{"nugget": n.text, "vital": n.vital, "label": lab} for n, lab in zip(nuggets, labels)],
                 "defaulted": defaulted,
             },
+            decisions=len(nuggets) if ex.prediction.strip() else 0,
+            fallbacks=defaulted,
         )
 
 
