@@ -81,7 +81,9 @@ def test_run_writes_results_traces_and_report(hotpot, tmp_path):
     assert cfg["versions"]["marag"] and cfg["config"]["strategies"] == ["llm_only", "vanilla_rag"]
 
     report = build_report([run_dir]).read_text()
-    assert "## Quality" in report and "| vanilla_rag | 1.000 [1.000, 1.000]" in report
+    assert "## Quality" in report and "| vanilla_rag | 4 | 0 | 1.000 [1.000, 1.000]" in report
+    assert "distractor pool" in report and "### Difference from vanilla_rag" in report
+    assert '- vanilla_rag: answer_style="short", answer_max_chars=null, k=2' in report
     assert "## Cost per question" in report and "### type" in report
     assert "| vanilla_rag | answerer |" in report
     assert (run_dir / "accuracy_vs_tokens.png").stat().st_size > 1000
@@ -128,9 +130,38 @@ def test_changed_config_does_not_mix_into_an_old_run(hotpot, tmp_path):
     asyncio.run(run_eval(config(strategies=["llm_only"]), run_dir, dataset=hotpot, llm=gold_answer_llm(hotpot),
                          progress=False))
     with pytest.raises(MaragError) as e:
-        asyncio.run(run_eval(config(strategies=["llm_only"], limit=5), run_dir, dataset=hotpot,
-                             llm=gold_answer_llm(hotpot), progress=False))
+        asyncio.run(run_eval(config(strategies=["llm_only"], strategy_configs={"llm_only": {"temperature": 0.3}}),
+                             run_dir, dataset=hotpot, llm=gold_answer_llm(hotpot), progress=False))
     assert "different configuration" in str(e.value)
+
+
+def test_fingerprint_covers_what_changes_answers_and_the_code(monkeypatch):
+    from marag.eval import runner
+    from marag.llm import LLMConfig
+
+    base = config()
+    fast = config(concurrency=8, limit=50, llm=LLMConfig(threads=4, n_parallel=2, verbosity=3, cache_dir="/tmp/c",
+                                                          timeout_s=5))
+    assert fast.fingerprint() == base.fingerprint()  # how it runs, and how many questions
+    assert config(llm=LLMConfig(model_path="/m/other.gguf")).fingerprint() != base.fingerprint()
+    assert config(seed=1).fingerprint() != base.fingerprint()
+    before = base.fingerprint()
+    monkeypatch.setattr(runner, "code_version", lambda: "0.1.0+othercode")
+    assert base.fingerprint() != before  # other code, other run
+
+
+def test_a_raised_limit_extends_the_run(hotpot, tmp_path):
+    run_dir = tmp_path / "run"
+    calls: list[str] = []
+    asyncio.run(run_eval(config(strategies=["llm_only"], limit=2), run_dir, dataset=hotpot,
+                         llm=gold_answer_llm(hotpot, calls), progress=False))
+    assert len(calls) == 2
+    calls.clear()
+    asyncio.run(run_eval(config(strategies=["llm_only"], limit=4), run_dir, dataset=hotpot,
+                         llm=gold_answer_llm(hotpot, calls), progress=False))
+    assert calls == [q.question for q in hotpot.questions[2:4]]  # only the two new questions
+    assert len(read_results(run_dir / "results.jsonl")) == 4
+    assert json.loads((run_dir / "config.json").read_text())["config"]["limit"] == 4
 
 
 def test_unknown_metric_fails_before_any_work(hotpot, tmp_path):
@@ -160,4 +191,62 @@ def test_report_compares_runs(hotpot, tmp_path):
     asyncio.run(run_eval(config(strategies=["llm_only"]), a, dataset=hotpot, llm=gold_answer_llm(hotpot), progress=False))
     asyncio.run(run_eval(config(strategies=["llm_only"], limit=2), b, dataset=hotpot, llm=ScriptedLLM(fn=lambda m, o: {"answer": "no idea"}), progress=False))
     text = build_report([a, b], tmp_path).read_text()
-    assert "| a:llm_only | 1.000" in text and "| b:llm_only | 0.000" in text
+    # only the questions both runs answered are compared, and the report says so
+    assert "| a:llm_only | 2 | 0 | 1.000" in text and "| b:llm_only | 2 | 0 | 0.000" in text
+    assert "2 questions answered by every strategy; left out: a:llm_only=2" in text
+
+
+def test_judge_defaults_and_the_self_grading_warning(hotpot, tmp_path):
+    from marag.errors import MaragWarning
+    from marag.llm import LLMConfig
+
+    assert config(judge_metrics=["judge_correct"]).repeats == 1  # no separate judge: no repeats
+    paper = config(judge_metrics=["judge_correct"], judge=LLMConfig(backend="scripted"))
+    assert (paper.repeats, paper.judge_temp) == (5, 0.5)  # the mRAG paper's judge settings
+    assert (config(judge_metrics=["judge_correct"], judge_repeats=1, judge=LLMConfig()).judge_temp) == 0.0
+
+    run_dir = tmp_path / "run"
+    verdicts = ScriptedLLM(fn=lambda m, o: {"answer": "x"} if o.__name__ == "AnswerOutput" else "not json")
+    with pytest.warns(MaragWarning, match="grades itself"):
+        asyncio.run(run_eval(config(strategies=["llm_only"], limit=2, judge_metrics=["judge_correct"]), run_dir,
+                             dataset=hotpot, llm=verdicts, progress=False))
+    meta = json.loads((run_dir / "config.json").read_text())
+    assert meta["judge_setup"] == {"self_judged": True, "repeats": 1, "temperature": 0.0, "batch": None}
+    rows = list(read_results(run_dir / "results.jsonl").values())
+    # the judge's output was never usable: every verdict came from the lexical stand-in
+    assert all(r["judge_fallbacks"]["judge_correct"] == {"decisions": 1, "fallbacks": 1} for r in rows)
+    report = build_report([run_dir], plots=False).read_text()
+    assert "it grades itself" in report and "2/2 (100%)" in report
+
+
+def test_each_dataset_sets_its_answer_style(data_dir, tmp_path):
+    dm = load_dataset("datamorgana_multi", data_dir)
+    assert dm.answer_style == "long" and dm.pool == "oracle"
+    seen: list[int] = []
+
+    def fn(messages, output):
+        seen.append(output.model_json_schema()["properties"]["answer"]["maxLength"])
+        return {"answer": "a long answer"}
+
+    cfg = EvalConfig(dataset="datamorgana_multi", strategies=["llm_only"], limit=1)
+    asyncio.run(run_eval(cfg, tmp_path / "a", dataset=dm, llm=ScriptedLLM(fn=fn), progress=False))
+    assert seen == [1200]  # the long style's limit
+    meta = json.loads((tmp_path / "a" / "config.json").read_text())
+    assert meta["strategy_settings"]["llm_only"]["answer_style"] == "long"
+    assert meta["dataset"]["pool"] == "oracle" and "oracle pool" in meta["dataset"]["pool_note"]
+    # the user's choice wins over the dataset's
+    cfg = EvalConfig(dataset="datamorgana_multi", strategies=["llm_only"], limit=1,
+                     strategy_configs={"llm_only": {"answer_style": "short"}})
+    asyncio.run(run_eval(cfg, tmp_path / "b", dataset=dm, llm=ScriptedLLM(fn=fn), progress=False))
+    assert seen == [1200, 200]
+
+
+def test_wiki_mix_hides_each_benchmarks_gold_among_all_pools(data_dir):
+    ds = load_dataset("wiki_mix", data_dir)
+    sources = {d.metadata["source"] for d in ds.documents}
+    assert sources == {"hotpotqa_train100", "musique_train100", "nq_open_oracle"}
+    assert 3400 <= len(ds.documents) <= 3600 and ds.pool == "mixed"
+    # questions interleave the three benchmarks, so a --limit takes from each
+    assert [q.metadata["source"] for q in ds.questions[:3]] == ["hotpotqa_train100", "musique_train100", "nq_open_oracle"]
+    ids = {d.id for d in ds.documents}
+    assert all(g in ids for q in ds.questions for g in q.gold_doc_ids)

@@ -6,12 +6,13 @@ import asyncio
 import json
 import sys
 import time
+import warnings
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 
-from marag.errors import MaragError
+from marag.errors import MaragError, MaragWarning
 
 app = typer.Typer(
     add_completion=False,
@@ -171,8 +172,19 @@ def eval_(
     limit: Annotated[int, typer.Option(help="Only the first N questions (0 = all).")] = 0,
     metrics: Annotated[Optional[str], typer.Option(help="Comma-separated metrics (default: lexical + retrieval).")] = None,
     judge_metrics: Annotated[str, typer.Option(help="Comma-separated LLM-judged metrics, e.g. judge_correct,mrag_correctness.")] = "",
-    judge_repeats: Annotated[int, typer.Option(help="Repeat each judged metric N times; report mean and std.")] = 1,
-    judge: Annotated[Optional[str], typer.Option(help="Judge LLM spec (default: the strategy LLM).")] = None,
+    judge_repeats: Annotated[
+        Optional[int],
+        typer.Option(help="Repeat each judged metric N times; report mean and std (default: 5 with --judge, as in mRAG, else 1)."),
+    ] = None,
+    judge_temperature: Annotated[
+        Optional[float], typer.Option(help="Judge sampling temperature (default: 0.5 when repeating, else 0).")
+    ] = None,
+    judge_batch: Annotated[
+        Optional[int], typer.Option(help="Aspects/nuggets per judge call (default: 1 aspect, as in mRAG; 10 nuggets).")
+    ] = None,
+    judge: Annotated[
+        Optional[str], typer.Option(help="Judge LLM spec (default: the strategy LLM, which then grades itself).")
+    ] = None,
     judge_base_url: Annotated[Optional[str], typer.Option(help="Base URL for an OpenAI-compatible judge.")] = None,
     set_: Annotated[
         Optional[list[str]], typer.Option("--set", help="STRATEGY.KEY=VALUE config override, repeatable.")
@@ -211,6 +223,8 @@ def eval_(
         metrics=_csv(metrics) if metrics else list(DEFAULT_METRICS),
         judge_metrics=_csv(judge_metrics),
         judge_repeats=judge_repeats,
+        judge_temperature=judge_temperature,
+        judge_batch=judge_batch,
         llm=LLMConfig.from_spec(llm, base_url=llm_base_url, threads=threads, cache_dir=cache_dir),
         judge=LLMConfig.from_spec(judge, base_url=judge_base_url, threads=threads, cache_dir=cache_dir) if judge else None,
         retriever=retriever,
@@ -229,13 +243,16 @@ def eval_(
 def report(
     runs: Annotated[list[Path], typer.Argument(help="One or more run directories to compare.")],
     out: Annotated[Optional[Path], typer.Option(help="Directory for report.md and plots (default: the first run).")] = None,
+    baseline: Annotated[
+        Optional[str], typer.Option(help="Strategy the others are compared with, paired (default: vanilla_rag).")
+    ] = None,
 ) -> None:
     """Write report.md (+ plots) for one run, or compare several runs side by side."""
     from marag.eval.report import build_report
 
     if out:
         out.mkdir(parents=True, exist_ok=True)
-    typer.echo(f"report: {build_report(runs, out)}")
+    typer.echo(f"report: {build_report(runs, out, baseline=baseline)}")
 
 
 @app.command()
@@ -247,8 +264,10 @@ def datasets(data_dir: DataDirOpt = None) -> None:
     root = find_data_dir(data_dir, required=False)
     for name in DATASETS.names():
         spec = DATASETS.get(name)
-        present = "ok " if root is not None and (root / spec.path).exists() else "-- "
-        typer.echo(f"{present}{name:20s} {spec.description}")
+        paths = [DATASETS.get(p).path for p in spec.parts] if spec.parts else [spec.path]
+        present = "ok " if root is not None and all((root / p).exists() for p in paths) else "-- "
+        pool = "no corpus" if spec.pool == "none" else f"{spec.pool} pool"
+        typer.echo(f"{present}{name:20s} [{pool}, {spec.answer_style} answers] {spec.description}")
     if root is None:
         typer.echo("(data directory not found: pass --data-dir or set MARAG_DATA)")
 
@@ -292,7 +311,20 @@ def list_strategies() -> None:
         typer.echo(f"{name:14s} {cls.description}{retrieval}")
 
 
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """marag's own warnings as one `warning:` line (no source file and line of marag's
+    code); other libraries' warnings as Python prints them."""
+    if issubclass(category, MaragWarning):
+        typer.secho(f"warning: {message}", fg="yellow", err=True)
+    else:
+        _python_showwarning(message, category, filename, lineno, file, line)
+
+
+_python_showwarning = warnings.showwarning
+
+
 def main() -> None:
+    warnings.showwarning = _show_warning
     try:
         app()
     except MaragError as exc:

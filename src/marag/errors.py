@@ -40,3 +40,8 @@ class UnknownNameError(MaragError, KeyError):
 
     def __str__(self) -> str:  # KeyError would otherwise repr() the message
         return Exception.__str__(self)
+
+
+class MaragWarning(UserWarning):
+    """Something the user should know that does not stop the work (the CLI prints it
+    as one `warning:` line)."""

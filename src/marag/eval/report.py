@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from marag.eval.runner import read_results
-from marag.eval.stats import mean_ci
+from marag.eval.stats import mean_ci, paired_diff_ci
 from marag.trace import read_jsonl
 
 # The metric that stands for "quality" in plots, first one a run has.
@@ -71,51 +71,162 @@ def _ok(rows: list[dict]) -> list[dict]:
     return [r for r in rows if not r.get("error")]
 
 
-def build_report(run_paths: list[Path], out_dir: Path | None = None, plots: bool = True) -> Path:
+def common_questions(groups: dict[str, list[dict]]) -> tuple[set[str], dict[str, int]]:
+    """The question ids every group has a result for (answered or failed), and per group
+    how many of its questions fall outside that set."""
+    ids = [{r["qid"] for r in rows} for rows in groups.values()]
+    common = set.intersection(*ids) if ids else set()
+    return common, {name: len(i - common) for name, i in zip(groups, ids)}
+
+
+def metric_values(rows: list[dict], metric: str) -> dict[str, float]:
+    """qid -> value of `metric`; a failed question counts as a failure (0), a question
+    the metric does not apply to (no gold documents, a strategy that never retrieves)
+    is left out."""
+    out = {}
+    for r in rows:
+        if r.get("error"):
+            out[r["qid"]] = 0.0
+        elif metric in (r.get("metrics") or {}):
+            out[r["qid"]] = float(r["metrics"][metric])
+    return out
+
+
+def _applies_when_failed(rows: list[dict], metric: str) -> bool:
+    # a failed row has no metrics; count it as 0 only for metrics this strategy produces
+    return any(metric in (r.get("metrics") or {}) for r in rows if not r.get("error"))
+
+
+def quality_tables(groups: dict[str, list[dict]], metrics: list[str], baseline: str | None) -> list[str]:
+    parts = ["## Quality", ""]
+    header = ["strategy", "n", "failed"] + metrics
+    rows = []
+    for name, rs in groups.items():
+        row = [name, str(len(rs)), str(sum(1 for r in rs if r.get("error")))]
+        for m in metrics:
+            vals = list(metric_values(rs, m).values()) if _applies_when_failed(rs, m) else []
+            row.append(_fmt(*mean_ci(vals)) if vals else "–")
+        rows.append(row)
+    parts.append(_table(header, rows))
+    if baseline is None or len(groups) < 2:
+        return parts
+    parts += [
+        "",
+        f"### Difference from {baseline} (paired over the same questions)",
+        "",
+        "Cells: mean of (strategy - baseline) [95% paired bootstrap interval], n questions; "
+        "`*` where the interval excludes 0.",
+        "",
+    ]
+    base = groups[baseline]
+    drows = []
+    for name, rs in groups.items():
+        if name == baseline:
+            continue
+        row = [name]
+        for m in metrics:
+            if not (_applies_when_failed(rs, m) and _applies_when_failed(base, m)):
+                row.append("–")
+                continue
+            a, b = metric_values(rs, m), metric_values(base, m)
+            qids = sorted(set(a) & set(b))
+            if not qids:
+                row.append("–")
+                continue
+            d, lo, hi = paired_diff_ci([a[q] for q in qids], [b[q] for q in qids])
+            star = "*" if lo > 0 or hi < 0 else ""
+            row.append(f"{d:+.3f} [{lo:+.3f}, {hi:+.3f}]{star} n={len(qids)}")
+        drows.append(row)
+    parts.append(_table(["strategy"] + metrics, drows))
+    return parts
+
+
+def settings_section(runs: list["Run"], label_run: bool) -> list[str]:
+    """What each strategy ran with, so a number can be read with its settings."""
+    parts = ["## Settings", ""]
+    for run in runs:
+        cfg, meta = run.config, run.meta
+        prefix = f"{run.name}:" if label_run else ""
+        llm = cfg.get("llm", {})
+        model = meta.get("models", {}).get("llm") or llm.get("model") or llm.get("model_path") or ""
+        parts.append(f"- {prefix}LLM: `{llm.get('backend')}` {model}; seed {cfg.get('seed')}; code {meta.get('code', '?')}")
+        for name, settings in (meta.get("strategy_settings") or {}).items():
+            shown = ", ".join(f"{k}={json.dumps(v)}" for k, v in settings.items() if k != "role_llms" or v)
+            extra = ""
+            if "paper" in settings:
+                from marag.strategies.mrag import MRAGConfig
+
+                on = MRAGConfig.model_validate(settings).additions()
+                extra = " — paper's behaviour only" if not on else f" — our additions on: {', '.join(on)}"
+            parts.append(f"- {prefix}{name}{extra}: {shown}")
+    return parts + [""]
+
+
+def judge_sections(groups: dict[str, list[dict]], runs: list["Run"]) -> list[str]:
+    parts: list[str] = []
+    setups = [r.meta.get("judge_setup") for r in runs if r.meta.get("judge_setup")]
+    judged = sorted({m for rs in groups.values() for r in _ok(rs) for m in r.get("metrics_std", {})})
+    if not judged:
+        return parts
+    for js in setups:
+        line = f"Judge: {js['repeats']} repeat(s) at temperature {js['temperature']}"
+        line += f", {js['batch']} item(s) per call" if js.get("batch") else ", the metrics' default items per call"
+        if js.get("self_judged"):
+            line += ". **The judge is the strategies' own model: it grades itself.**"
+        parts += [line, ""]
+    parts += ["Judge spread (mean over questions of the std across repeats):", ""]
+    jrows = []
+    for name, rs in groups.items():
+        cells = []
+        for m in judged:
+            sds = [r["metrics_std"][m] for r in _ok(rs) if m in r.get("metrics_std", {})]
+            cells.append(f"{sum(sds) / len(sds):.3f}" if sds else "–")
+        jrows.append([name] + cells)
+    parts += [_table(["strategy"] + judged, jrows), ""]
+    parts += ["Judgments made by a lexical stand-in because the judge's output was unusable:", ""]
+    frows = []
+    for name, rs in groups.items():
+        cells = []
+        for m in judged:
+            made = sum(r.get("judge_fallbacks", {}).get(m, {}).get("decisions", 0) for r in _ok(rs))
+            fell = sum(r.get("judge_fallbacks", {}).get(m, {}).get("fallbacks", 0) for r in _ok(rs))
+            cells.append(f"{fell}/{made} ({fell / made:.0%})" if made else "–")
+        frows.append([name] + cells)
+    return parts + [_table(["strategy"] + judged, frows)]
+
+
+def build_report(
+    run_paths: list[Path], out_dir: Path | None = None, plots: bool = True, baseline: str | None = None
+) -> Path:
     runs = [Run(p) for p in run_paths]
     out_dir = Path(out_dir or runs[0].path)
     label_run = len(runs) > 1
     groups: dict[str, list[dict]] = {}
     for run in runs:
         groups |= run.groups(label_run)
+    common, left_out = common_questions(groups)
+    groups = {k: [r for r in v if r["qid"] in common] for k, v in groups.items()}
     metrics = _metric_names(groups)
     cfg = runs[0].config
+    ds = runs[0].meta.get("dataset") or {}
     parts = [f"# marag evaluation: {', '.join(r.name for r in runs)}", ""]
     parts.append(
-        f"Dataset `{cfg['dataset']}`; LLM `{cfg['llm'].get('backend')}`"
-        f"{(' ' + cfg['llm'].get('model')) if cfg['llm'].get('model') else ''}; "
-        f"questions per strategy: {', '.join(f'{k}={len(v)}' for k, v in groups.items())}. "
-        "Cells: mean [95% bootstrap interval]."
+        f"Dataset `{cfg['dataset']}`"
+        + (f" ({ds['pool_note']}; answers in the {ds['answer_style']} style)" if ds.get("pool_note") else "")
+        + f". {len(common)} questions answered by every strategy"
+        + (f"; left out: {', '.join(f'{k}={n}' for k, n in left_out.items() if n)}" if any(left_out.values()) else "")
+        + ". Failed questions count as failures (0). Cells: mean [95% bootstrap interval]."
     )
-    errors = {k: sum(1 for r in v if r.get("error")) for k, v in groups.items()}
-    if any(errors.values()):
-        parts.append(f"\nFailed questions (excluded from means): {', '.join(f'{k}={n}' for k, n in errors.items() if n)}")
-
-    # quality
-    parts += ["", "## Quality", ""]
-    header = ["strategy"] + metrics
-    rows = []
-    for name, rs in groups.items():
-        row = [name]
-        for m in metrics:
-            vals = [r["metrics"][m] for r in _ok(rs) if m in r.get("metrics", {})]
-            row.append(_fmt(*mean_ci(vals)) if vals else "–")
-        rows.append(row)
-    parts.append(_table(header, rows))
-    judged = sorted({m for rs in groups.values() for r in _ok(rs) for m in r.get("metrics_std", {})})
-    if judged:
-        parts += ["", "Judge spread (mean over questions of the std across repeats):", ""]
-        jrows = []
-        for name, rs in groups.items():
-            cells = []
-            for m in judged:
-                sds = [r["metrics_std"][m] for r in _ok(rs) if m in r.get("metrics_std", {})]
-                cells.append(f"{sum(sds) / len(sds):.3f}" if sds else "–")
-            jrows.append([name] + cells)
-        parts.append(_table(["strategy"] + judged, jrows))
+    if baseline is None:
+        names = [n.split(":", 1)[-1] for n in groups]
+        baseline = next((g for g, n in zip(groups, names) if n == "vanilla_rag"), next(iter(groups), None))
+    parts += [""] + settings_section(runs, label_run)
+    parts += quality_tables(groups, metrics, baseline if baseline in groups else None)
+    if judge_part := judge_sections(groups, runs):
+        parts += [""] + judge_part
 
     # cost
-    parts += ["", "## Cost per question", ""]
+    parts += ["", "## Cost per question (answered questions)", ""]
     crow = []
     for name, rs in groups.items():
         ok = _ok(rs)
@@ -126,7 +237,7 @@ def build_report(run_paths: list[Path], out_dir: Path | None = None, plots: bool
         crow.append(cells)
     parts.append(_table(["strategy"] + [label for _, label in COST_KEYS], crow))
 
-    roles = _role_costs(runs, label_run)
+    roles = _role_costs(runs, label_run, common)
     if roles:
         parts += ["", "### Per agent role (totals per question)", ""]
         rrows = [[s, role, f"{v['steps']:.2f}", f"{v['llm_calls']:.2f}", f"{v['tokens']:.0f}"] for (s, role), v in roles.items()]
@@ -141,10 +252,11 @@ def build_report(run_paths: list[Path], out_dir: Path | None = None, plots: bool
         for key in cat_keys:
             per: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
             for name, rs in groups.items():
-                for r in _ok(rs):
+                values = metric_values(rs, head)
+                for r in rs:
                     v = (r.get("metadata") or {}).get(key)
-                    if v is not None and head in r.get("metrics", {}):
-                        per[str(v)][name].append(r["metrics"][head])
+                    if v is not None and r["qid"] in values:
+                        per[str(v)][name].append(values[r["qid"]])
             cat_tables[key] = per
             names = list(groups)
             rows = [[val] + [f"{sum(c[n]) / len(c[n]):.3f} (n={len(c[n])})" if c.get(n) else "–" for n in names]
@@ -161,12 +273,12 @@ def build_report(run_paths: list[Path], out_dir: Path | None = None, plots: bool
     return path
 
 
-def _role_costs(runs: list[Run], label_run: bool) -> dict[tuple[str, str], dict[str, float]]:
+def _role_costs(runs: list[Run], label_run: bool, qids: set[str]) -> dict[tuple[str, str], dict[str, float]]:
     totals: dict[tuple[str, str], dict[str, float]] = defaultdict(lambda: defaultdict(float))
     questions: dict[str, set[str]] = defaultdict(set)
     for run in runs:
         # a resumed run may hold an orphan trace of a re-answered question: latest wins
-        latest = {(t.strategy, t.config.get("qid", t.id)): t for t in run.traces()}
+        latest = {(t.strategy, t.config.get("qid", t.id)): t for t in run.traces() if t.config.get("qid", t.id) in qids}
         for t in latest.values():
             s = f"{run.name}:{t.strategy}" if label_run else t.strategy
             questions[s].add(t.id)
@@ -230,14 +342,18 @@ def _plots(groups, head, cat_tables, out_dir: Path) -> list[Path]:
 
 
 def summary_rows(run_path: Path) -> list[dict[str, Any]]:
-    """Per strategy means (no intervals), for printing a compact table in the terminal."""
+    """Per strategy means over the questions every strategy answered (failures count
+    as 0, as in report.md), without intervals: a compact table for the terminal."""
     run = Run(run_path)
+    groups = run.groups(False)
+    common, _ = common_questions(groups)
     out = []
-    for name, rs in run.groups(False).items():
+    for name, rs in groups.items():
+        rs = [r for r in rs if r["qid"] in common]
         ok = _ok(rs)
-        row: dict[str, Any] = {"strategy": name, "n": len(ok), "errors": len(rs) - len(ok)}
-        for m in _metric_names({name: ok}):
-            vals = [r["metrics"][m] for r in ok if m in r["metrics"]]
+        row: dict[str, Any] = {"strategy": name, "n": len(rs), "errors": len(rs) - len(ok)}
+        for m in _metric_names({name: rs}):
+            vals = list(metric_values(rs, m).values())
             row[m] = sum(vals) / len(vals) if vals else None
         for key, _ in COST_KEYS:
             vals = [float(r.get("cost", {}).get(key, 0.0)) for r in ok]

@@ -14,6 +14,7 @@ import hashlib
 import json
 import statistics
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -21,10 +22,10 @@ from pydantic import BaseModel, Field
 from tqdm.auto import tqdm
 
 from marag.corpus.models import Question
-from marag.errors import MaragError
+from marag.errors import MaragError, MaragWarning
 from marag.eval.datasets import Dataset, load_dataset
 from marag.eval.metrics import METRICS, EvalExample, score_example
-from marag.eval.versions import library_versions
+from marag.eval.versions import code_version, library_versions
 from marag.index.store import IndexConfig
 from marag.llm import LLMConfig, make_llm
 from marag.strategies import STRATEGIES, Answer, make_strategy
@@ -36,6 +37,11 @@ DEFAULT_METRICS = [
 ]
 
 
+# The mRAG paper's judge settings: each judged metric 5 times at temperature 0.5.
+PAPER_JUDGE_REPEATS = 5
+PAPER_JUDGE_TEMPERATURE = 0.5
+
+
 class EvalConfig(BaseModel):
     dataset: str
     strategies: list[str]
@@ -43,19 +49,40 @@ class EvalConfig(BaseModel):
     limit: int | None = None
     metrics: list[str] = Field(default_factory=lambda: list(DEFAULT_METRICS))
     judge_metrics: list[str] = Field(default_factory=list)
-    judge_repeats: int = 1
-    # repeats at temperature 0 would repeat the same verdict; sample when repeating
+    # None: the paper's 5 repeats when a separate judge is given, else 1 (see `repeats`)
+    judge_repeats: int | None = None
+    # None: the paper's 0.5 when repeating (repeats at temperature 0 would repeat the
+    # same verdict), else 0
     judge_temperature: float | None = None
+    judge_batch: int | None = None  # aspects/nuggets per judge call (None: each metric's default)
     llm: LLMConfig = Field(default_factory=LLMConfig)
-    judge: LLMConfig | None = None  # defaults to the strategy LLM
+    judge: LLMConfig | None = None  # defaults to the strategy LLM (which then grades itself)
     retriever: str | None = None
     index: IndexConfig = Field(default_factory=IndexConfig)
     concurrency: int = 4
     seed: int = 0
 
+    @property
+    def repeats(self) -> int:
+        if self.judge_repeats is not None:
+            return self.judge_repeats
+        return PAPER_JUDGE_REPEATS if self.judge is not None and self.judge_metrics else 1
+
+    @property
+    def judge_temp(self) -> float:
+        if self.judge_temperature is not None:
+            return self.judge_temperature
+        return PAPER_JUDGE_TEMPERATURE if self.repeats > 1 else 0.0
+
     def fingerprint(self) -> str:
-        """What makes two runs the same run (for resuming): everything but concurrency."""
-        data = self.model_dump(mode="json", exclude={"concurrency"})
+        """What makes two runs the same run (for resuming): what decides the answers and
+        their scores, and the code version. Not how fast it runs (concurrency, threads,
+        slots, timeouts, cache, log level), and not `limit`: a larger limit extends the
+        run, a smaller one reads part of it."""
+        data = self.model_dump(mode="json", exclude={"concurrency", "limit", "llm", "judge"})
+        data["llm"] = self.llm.identity()
+        data["judge"] = self.judge.identity() if self.judge else None
+        data["code"] = code_version()
         return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:10]
 
     def default_run_id(self) -> str:
@@ -68,7 +95,7 @@ def validate_names(cfg: EvalConfig) -> None:
         STRATEGIES.get(s)
     for m in cfg.metrics + cfg.judge_metrics:
         METRICS.get(m)().check()  # a missing optional package fails now, not per question
-    if cfg.judge_repeats < 1:
+    if cfg.repeats < 1:
         raise MaragError("--judge-repeats must be at least 1")
 
 
@@ -98,27 +125,50 @@ def drop_torn_tail(path: Path) -> None:
             f.truncate(data.rfind(b"\n") + 1)
 
 
-def _prepare_run_dir(cfg: EvalConfig, run_dir: Path, models: dict[str, str]) -> None:
+def _write_json(path: Path, record: dict) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(record, indent=2))
+    tmp.replace(path)
+
+
+def _prepare_run_dir(cfg: EvalConfig, run_dir: Path, facts: dict[str, Any]) -> None:
+    """Create the run directory, or check that it holds this run. `facts`: what the
+    run resolved (model ids, effective strategy settings, dataset pool, judge setup)."""
     cfg_path = run_dir / "config.json"
     if cfg_path.exists():
         old = json.loads(cfg_path.read_text())
         if old.get("fingerprint") != cfg.fingerprint():
             raise MaragError(
-                f"{run_dir} holds a run with a different configuration",
+                f"{run_dir} holds a run with a different configuration (or made by other code)",
                 hint="choose another --run-id, or delete that directory to start over",
             )
+        old_limit = old["config"].get("limit")
+        if old_limit is not None and (cfg.limit is None or cfg.limit > old_limit):  # a larger limit extends
+            old["config"]["limit"] = cfg.limit
+            _write_json(cfg_path, old)
         return
     run_dir.mkdir(parents=True, exist_ok=True)
     record = {
         "fingerprint": cfg.fingerprint(),
+        "code": code_version(),
         "config": cfg.model_dump(mode="json"),
         "versions": library_versions(),
-        "models": models,  # the resolved model ids (e.g. the GGUF file), not just the spec
+        **facts,
         "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
-    tmp = cfg_path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(record, indent=2))
-    tmp.replace(cfg_path)
+    _write_json(cfg_path, record)
+
+
+def strategy_settings(cfg: EvalConfig, ds: Dataset) -> dict[str, dict[str, Any]]:
+    """Each strategy's config as it runs: the dataset's answer style unless the user
+    set one, then the user's overrides."""
+    out = {}
+    for name in cfg.strategies:
+        cls = STRATEGIES.get(name)
+        given = cfg.strategy_configs.get(name, {})
+        style = {"answer_style": ds.answer_style} if "answer_style" in cls.Config.model_fields else {}
+        out[name] = {**style, **given}
+    return out
 
 
 def _example(q: Question, answer: Answer) -> EvalExample:
@@ -134,25 +184,35 @@ def _example(q: Question, answer: Answer) -> EvalExample:
 
 
 async def _score(
-    cfg: EvalConfig, ex: EvalExample, judge, judge_temperature: float, retrieves: bool
-) -> tuple[dict[str, float], dict[str, float], dict]:
+    cfg: EvalConfig, ex: EvalExample, judge, retrieves: bool
+) -> tuple[dict[str, float], dict[str, float], dict, dict[str, dict[str, int]]]:
+    """(means, stds across judge repeats, first repeat's details, per judged metric how
+    many judgments were made and how many of them by a lexical stand-in)."""
     # a strategy that never retrieves has no retrieval quality (not a quality of 0)
     names = [m for m in cfg.metrics if retrieves or METRICS.get(m).kind != "retrieval"]
     means = {name: r.value for name, r in (await score_example(ex, names)).items()}
     stds: dict[str, float] = {}
     details: dict[str, Any] = {}
+    judged: dict[str, dict[str, int]] = {}
     if cfg.judge_metrics:
         runs = [
-            await score_example(ex, cfg.judge_metrics, judge=judge, seed=cfg.seed + i, temperature=judge_temperature)
-            for i in range(cfg.judge_repeats)
+            await score_example(
+                ex, cfg.judge_metrics, judge=judge, seed=cfg.seed + i, temperature=cfg.judge_temp, batch=cfg.judge_batch
+            )
+            for i in range(cfg.repeats)
         ]
         for name in cfg.judge_metrics:
-            values = [r[name].value for r in runs if name in r]
-            if values:
+            results = [r[name] for r in runs if name in r]
+            if results:
+                values = [r.value for r in results]
                 means[name] = statistics.fmean(values)
                 stds[name] = statistics.pstdev(values) if len(values) > 1 else 0.0
-                details[name] = runs[0][name].details
-    return means, stds, details
+                details[name] = results[0].details
+                judged[name] = {
+                    "decisions": sum(r.decisions for r in results),
+                    "fallbacks": sum(r.fallbacks for r in results),
+                }
+    return means, stds, details, judged
 
 
 async def run_eval(
@@ -174,11 +234,37 @@ async def run_eval(
     # models are created lazily (no server starts until the first call): cheap to make
     # here, so config.json can record the resolved model ids before any work
     llm = llm or make_llm(cfg.llm)
+    self_judged = bool(cfg.judge_metrics) and cfg.judge is None and judge is None
     if cfg.judge_metrics and judge is None:
         judge = make_llm(cfg.judge) if cfg.judge else llm
-    judge_temp = cfg.judge_temperature if cfg.judge_temperature is not None else (0.7 if cfg.judge_repeats > 1 else 0.0)
-    models = {"llm": getattr(llm, "model", "")} | ({"judge": getattr(judge, "model", "")} if judge else {})
-    _prepare_run_dir(cfg, run_dir, models)
+    if self_judged:
+        warnings.warn(
+            f"judged metrics ({', '.join(cfg.judge_metrics)}) use the strategies' own model "
+            f"({getattr(llm, 'model', '?')}) as the judge, so it grades itself; pass --judge MODEL for "
+            f"a separate judge (it then also gets the paper's {PAPER_JUDGE_REPEATS} repeats at "
+            f"temperature {PAPER_JUDGE_TEMPERATURE})",
+            MaragWarning,
+            stacklevel=2,
+        )
+    settings = strategy_settings(cfg, ds)
+    # validated now: a bad --set fails before any work
+    strategy_cls = {s: STRATEGIES.get(s) for s in cfg.strategies}
+    effective = {s: strategy_cls[s].Config.model_validate(settings[s]).model_dump(mode="json") for s in cfg.strategies}
+    facts = {
+        # the resolved model ids (e.g. the GGUF file), not just the spec
+        "models": {"llm": getattr(llm, "model", "")} | ({"judge": getattr(judge, "model", "")} if judge else {}),
+        "judge_setup": {
+            "self_judged": self_judged,
+            "repeats": cfg.repeats,
+            "temperature": cfg.judge_temp,
+            "batch": cfg.judge_batch,
+        }
+        if cfg.judge_metrics
+        else None,
+        "dataset": {"name": ds.name, "pool": ds.pool, "pool_note": ds.pool_note, "answer_style": ds.answer_style},
+        "strategy_settings": effective,
+    }
+    _prepare_run_dir(cfg, run_dir, facts)
     results_path, traces_path = run_dir / "results.jsonl", run_dir / "traces.jsonl"
     drop_torn_tail(results_path)
     drop_torn_tail(traces_path)
@@ -190,7 +276,7 @@ async def run_eval(
         from marag.eval.indexes import ensure_index
 
         retriever = ensure_index(ds, cfg.index, index_cache, progress=progress).retriever(cfg.retriever)
-    strategies = {s: make_strategy(s, llm, retriever, cfg.strategy_configs.get(s)) for s in cfg.strategies} if todo else {}
+    strategies = {s: make_strategy(s, llm, retriever, settings[s]) for s in cfg.strategies} if todo else {}
 
     gate = asyncio.Semaphore(max(1, cfg.concurrency))
     write_lock = asyncio.Lock()
@@ -206,8 +292,8 @@ async def run_eval(
                 answer = await strategies[sname].run(q.question)
                 trace = answer.trace
                 ex = _example(q, answer)
-                means, stds, details = await _score(
-                    cfg, ex, judge, judge_temp, retrieves=STRATEGIES.get(sname).needs_retriever
+                means, stds, details, judged = await _score(
+                    cfg, ex, judge, retrieves=STRATEGIES.get(sname).needs_retriever
                 )
                 record |= {
                     "prediction": answer.answer,
@@ -215,6 +301,7 @@ async def run_eval(
                     "metrics": means,
                     "metrics_std": stds,
                     "judge_details": details,
+                    "judge_fallbacks": judged,
                     "cost": {**answer.usage, "seconds": answer.seconds},
                     "trace_id": trace.id,
                     "error": None,

@@ -17,3 +17,14 @@ def mean_ci(values: list[float], n_boot: int = 1000, level: float = 0.95, seed: 
     means = x[rng.integers(0, len(x), size=(n_boot, len(x)))].mean(axis=1)
     alpha = (1 - level) / 2
     return m, float(np.quantile(means, alpha)), float(np.quantile(means, 1 - alpha))
+
+
+def paired_diff_ci(
+    a: list[float], b: list[float], n_boot: int = 1000, level: float = 0.95, seed: int = 0
+) -> tuple[float, float, float]:
+    """(mean of a - b, low, high): a percentile bootstrap over paired questions (each
+    resample draws whole questions, keeping a[i] with b[i]), so the interval reflects
+    the difference itself rather than two strategies' separate spreads."""
+    if len(a) != len(b):
+        raise ValueError(f"paired samples differ in length: {len(a)} vs {len(b)}")
+    return mean_ci([x - y for x, y in zip(a, b)], n_boot=n_boot, level=level, seed=seed)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, field_validator
 
@@ -38,6 +38,16 @@ class LLMConfig(BaseModel):
     strict_schema: bool = True  # openai: ask the server to enforce the schema exactly
     cache_dir: str | None = None  # cache responses on disk (off when None)
     cache_sampled: bool = False  # also cache calls with temperature > 0
+
+    # How a model runs, not what it answers: left out of an evaluation's fingerprint, so
+    # changing them resumes a run instead of restarting it.
+    RUNTIME_FIELDS: ClassVar[frozenset[str]] = frozenset(
+        {"threads", "n_parallel", "verbosity", "timeout_s", "max_retries", "cache_dir", "cache_sampled", "api_key_env"}
+    )
+
+    def identity(self) -> dict[str, Any]:
+        """The fields that decide what the model answers."""
+        return self.model_dump(mode="json", exclude=set(self.RUNTIME_FIELDS))
 
     @field_validator("model_path", "cache_dir", mode="before")
     @classmethod

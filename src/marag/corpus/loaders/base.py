@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from marag.errors import MaragWarning
+
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,7 +17,7 @@ from marag.registry import Registry
 OnError = Literal["skip", "fail"]
 
 
-class CorpusWarning(UserWarning):
+class CorpusWarning(MaragWarning):
     """Something in the input was repaired or dropped; loading went on."""
 
 

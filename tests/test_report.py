@@ -1,0 +1,73 @@
+"""Reports: paired statistics over the questions every strategy answered, failures
+counted as failures, and the settings printed beside the numbers."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from marag.eval.report import build_report, common_questions, metric_values
+from marag.eval.stats import mean_ci, paired_diff_ci
+
+
+def test_paired_bootstrap_on_hand_made_values():
+    # every question improves by exactly 0.1: the paired interval has zero width, while
+    # the two strategies' own intervals overlap almost entirely
+    a, b = [0.1, 0.5, 0.9], [0.0, 0.4, 0.8]
+    assert paired_diff_ci(a, b) == pytest.approx((0.1, 0.1, 0.1))
+    _, lo_a, _ = mean_ci(a)
+    _, _, hi_b = mean_ci(b)
+    assert lo_a < hi_b
+    # differences 1, 0, 0, 1: resampled means lie on {0, .25, .5, .75, 1} with
+    # probabilities 1/16, 4/16, 6/16, 4/16, 1/16, so the 2.5% and 97.5% quantiles are 0 and 1
+    assert paired_diff_ci([1, 0, 1, 1], [0, 0, 1, 0]) == pytest.approx((0.5, 0.0, 1.0))
+    with pytest.raises(ValueError):
+        paired_diff_ci([1.0], [1.0, 0.0])
+
+
+def _run(tmp_path, name, rows, strategies):
+    d = tmp_path / name
+    d.mkdir()
+    (d / "config.json").write_text(
+        json.dumps(
+            {
+                "fingerprint": "x",
+                "config": {"dataset": "toy", "strategies": strategies, "llm": {"backend": "scripted"}, "seed": 0},
+                "strategy_settings": {s: {"k": 2} for s in strategies},
+                "dataset": {"name": "toy", "pool": "oracle", "pool_note": "oracle pool: every document is gold",
+                            "answer_style": "short"},
+            }
+        )
+    )
+    with (d / "results.jsonl").open("w") as f:
+        for r in rows:
+            f.write(json.dumps(r) + "\n")
+    return d
+
+
+def _row(strategy, qid, f1=None, error=None):
+    return {"strategy": strategy, "qid": qid, "metrics": {} if error else {"f1": f1}, "error": error, "cost": {}}
+
+
+def test_report_pairs_questions_counts_failures_and_prints_settings(tmp_path):
+    rows = [
+        _row("vanilla_rag", "q1", 0.5), _row("vanilla_rag", "q2", 0.0), _row("vanilla_rag", "q3", 1.0),
+        _row("vanilla_rag", "q4", 1.0),  # only the baseline has q4: left out of every table
+        _row("mrag", "q1", 1.0), _row("mrag", "q2", 0.5), _row("mrag", "q3", error="LLMError: boom"),
+    ]  # fmt: skip
+    run = _run(tmp_path, "run", rows, ["vanilla_rag", "mrag"])
+    groups = {"vanilla_rag": [r for r in rows if r["strategy"] == "vanilla_rag"],
+              "mrag": [r for r in rows if r["strategy"] == "mrag"]}  # fmt: skip
+    common, left = common_questions(groups)
+    assert common == {"q1", "q2", "q3"} and left == {"vanilla_rag": 1, "mrag": 0}
+    assert metric_values(groups["mrag"], "f1") == {"q1": 1.0, "q2": 0.5, "q3": 0.0}  # the failure is a 0
+
+    text = build_report([run], plots=False).read_text()
+    assert "3 questions answered by every strategy; left out: vanilla_rag=1" in text
+    assert "oracle pool" in text
+    # means over q1..q3: vanilla (0.5 + 0 + 1) / 3 = 0.5; mrag (1 + 0.5 + 0) / 3 = 0.5
+    assert "| vanilla_rag | 3 | 0 | 0.500" in text and "| mrag | 3 | 1 | 0.500" in text
+    # paired differences +0.5, +0.5, -1.0 -> mean 0.000
+    assert "### Difference from vanilla_rag" in text and "| mrag | +0.000 [" in text and "n=3" in text
+    assert "- mrag: k=2" in text
