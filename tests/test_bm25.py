@@ -175,3 +175,62 @@ def test_each_query_is_recorded_in_the_trace(small):
     assert [(h["doc_id"], h["chunk_id"]) for h in calls[1].hits] == [("d4", "d4#0")]
     assert calls[1].hits[0]["score"] > 0
     assert calls[0].latency_s >= 0
+
+
+def reference_top(ref: np.ndarray, k: int, offset: int = 0, allowed=None) -> list[int]:
+    """Positions ranked offset..offset+k-1 by the reference: score descending (rounded,
+    so float32 vs float64 noise cannot reorder true ties), then position."""
+    ok = [i for i in range(len(ref)) if ref[i] > 0 and (allowed is None or allowed[i])]
+    return sorted(ok, key=lambda i: (-round(ref[i], 4), i))[offset : offset + k]
+
+
+def test_duplicated_passages_rank_like_the_reference_on_every_page(hotpot):
+    # Every passage three times, the copies spread apart (as web corpora repeat pages):
+    # nearly every page boundary falls inside a run of equal scores.
+    base, queries = hotpot
+    base = base[:120]
+    chunks = [
+        Chunk(id=f"{c.id}@{copy}", doc_id=c.doc_id, title=c.title, text=c.text)
+        for copy in range(3)
+        for c in base
+    ]
+    retriever = BM25Retriever.from_chunks(chunks, k1=K1, b=B)
+    doc_tokens = tokenize([index_text(c) for c in chunks])
+    position = {c.id: i for i, c in enumerate(chunks)}
+    tied_pages = 0
+    for query in queries:
+        ref = reference_scores(doc_tokens, tokenize([query])[0], K1, B)
+        for k, offset in ((10, 0), (2, 1), (3, 5), (4, 13)):
+            got = [position[h.chunk_id] for h in retriever.search(query, k=k, offset=offset)]
+            assert got == reference_top(ref, k, offset), (query, k, offset)
+            tied_pages += len(got) > 0 and round(ref[got[-1]], 4) in {round(ref[i], 4) for i in got[:-1]}
+    assert tied_pages >= 20  # the ties really did cross page boundaries
+    # The batch path gives the same pages as one query at a time.
+    batch = retriever.search_batch(queries, k=3, offset=5)
+    assert [[h.chunk_id for h in hits] for hits in batch] == [
+        [h.chunk_id for h in retriever.search(q, k=3, offset=5)] for q in queries
+    ]
+
+
+def test_restricted_rankings_match_the_reference(hotpot):
+    chunks, queries = hotpot
+    retriever = BM25Retriever.from_chunks(chunks, k1=K1, b=B)
+    allowed = np.zeros(len(chunks), bool)
+    allowed[::3] = True
+    sub = retriever.restrict(allowed)
+    doc_tokens = tokenize([index_text(c) for c in chunks])
+    position = {c.id: i for i, c in enumerate(chunks)}
+    for query in queries:
+        ref = reference_scores(doc_tokens, tokenize([query])[0], K1, B)
+        got = [position[h.chunk_id] for h in sub.search(query, k=8, offset=1)]
+        assert got == reference_top(ref, 8, 1, allowed)
+
+
+def test_threaded_batches_equal_one_thread(hotpot):
+    chunks, queries = hotpot
+    one = BM25Retriever.from_chunks(chunks)
+    two = BM25Retriever(chunks, one.model, n_threads=2)
+    many = queries * 8  # enough queries to be split across threads
+    assert [[(h.chunk_id, h.score) for h in hits] for hits in two.search_batch(many, k=5)] == [
+        [(h.chunk_id, h.score) for h in hits] for hits in one.search_batch(many, k=5)
+    ]

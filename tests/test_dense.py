@@ -11,7 +11,7 @@ import pytest
 from marag.corpus.models import Chunk
 from marag.errors import IndexFormatError, MaragError
 from marag.index.dense import DenseRetriever
-from marag.index.embed import EMBEDDERS, Embedder, get_embedder, verify_sha256
+from marag.index.embed import EMBEDDERS, Embedder, get_embedder, token_windows, verify_sha256
 from marag.trace import Trace, activate
 
 
@@ -199,3 +199,113 @@ def test_wordllama_loads_offline_and_ranks_sensibly():
     assert v.shape == (4, 256)
     assert float(v[0] @ v[1]) > float(v[0] @ v[2])
     assert not np.isnan(v).any() and np.allclose(v[3], 0)  # no tokens: a zero row, not NaN
+
+
+def brute_force_windows(vectors: np.ndarray, starts: np.ndarray, q: np.ndarray, k: int) -> list[int]:
+    """Chunk c scores the best of its windows starts[c]..starts[c+1]-1 (float64)."""
+    window = vectors.astype(np.float64) @ q.astype(np.float64)
+    scores = [window[starts[c] : starts[c + 1]].max() for c in range(len(starts) - 1)]
+    return sorted(range(len(scores)), key=lambda c: (-round(scores[c], 5), c))[:k]
+
+
+def windowed(n_chunks: int, dim: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    counts = np.random.default_rng(seed).integers(1, 5, size=n_chunks)  # 1-4 windows each
+    starts = np.concatenate([[0], np.cumsum(counts)])
+    return unit_rows(int(starts[-1]), dim, seed), starts
+
+
+def test_windowed_chunks_score_their_best_window():
+    vectors, starts = windowed(300, 16, seed=5)
+    queries = [f"q{i}" for i in range(10)]
+    emb = TableEmbedder(16)
+    r = DenseRetriever(chunks_for(300), vectors, emb, starts=starts)
+    for q, hits in zip(emb.embed(queries), r.search_batch(queries, k=10)):
+        assert [int(h.doc_id[1:]) for h in hits] == brute_force_windows(vectors, starts, q, 10)
+    # Restricted to a subset, windows still belong to their own chunks.
+    allowed = list(range(1, 300, 2))
+    sub = r.restrict(allowed)
+    q = emb.embed(["q0"])[0]
+    expected = [allowed[i] for i in brute_force_windows(*_subset(vectors, starts, allowed), q, 7)]
+    assert [int(h.doc_id[1:]) for h in sub.search("q0", k=7)] == expected
+
+
+def _subset(vectors, starts, chunks):
+    rows = [np.arange(starts[c], starts[c + 1]) for c in chunks]
+    sub_starts = np.concatenate([[0], np.cumsum([len(x) for x in rows])])
+    return vectors[np.concatenate(rows)], sub_starts
+
+
+def test_a_later_window_finds_its_chunk_and_ties_stay_by_position():
+    vectors = unit_rows(6, 8, seed=6)
+    # chunk 0 = windows 0-2, chunk 1 = window 3, chunk 2 = windows 4-5; window 5 copies 2
+    vectors[5] = vectors[2]
+    starts = np.array([0, 3, 4, 6])
+    emb = TableEmbedder(8, {"q": vectors[2]})
+    r = DenseRetriever(chunks_for(3), vectors, emb, starts=starts)
+    hits = r.search("q", k=3)
+    assert [h.chunk_id for h in hits[:2]] == ["d0#0", "d2#0"]  # equal best windows: by position
+    assert hits[0].score == pytest.approx(1.0, abs=1e-5) and hits[1].score == hits[0].score
+    assert [h.chunk_id for h in r.search("q", k=1, offset=1)] == ["d2#0"]
+
+
+def test_window_layout_is_checked():
+    with pytest.raises(IndexFormatError, match="one or more vectors"):
+        DenseRetriever(chunks_for(2), unit_rows(3, 4), TableEmbedder(4), starts=np.array([0, 0, 3]))
+    with pytest.raises(IndexFormatError, match="do not fit"):
+        DenseRetriever(chunks_for(2), unit_rows(3, 4), TableEmbedder(4), starts=np.array([0, 1, 2]))
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("faiss") is None, reason="faiss not installed (pip install 'marag[faiss]')"
+)
+def test_hnsw_over_windows_agrees_with_exact():
+    vectors, starts = windowed(400, 16, seed=7)
+    emb = TableEmbedder(16)
+    chunks = chunks_for(400)
+    exact = DenseRetriever(chunks, vectors, emb, starts=starts)
+    hnsw = DenseRetriever(chunks, vectors, emb, ann="hnsw", ef_search=200, starts=starts)
+    queries = [f"q{i}" for i in range(30)]
+    found = 0
+    for e, h in zip(exact.search_batch(queries, k=10), hnsw.search_batch(queries, k=10)):
+        assert len(h) == 10 and len({x.chunk_id for x in h}) == 10  # one hit per chunk
+        found += len({x.chunk_id for x in e} & {x.chunk_id for x in h})
+    assert found / 300 >= 0.95
+    # Asking for every chunk returns every chunk once, however many windows each has.
+    assert sorted(h.chunk_id for h in hnsw.search("q0", k=400)) == sorted(c.id for c in chunks)
+
+
+def test_windowed_save_and_load_roundtrip(tmp_path):
+    vectors, starts = windowed(40, 8, seed=8)
+    r = DenseRetriever(chunks_for(40), vectors, TableEmbedder(8), starts=starts, windowing={"overlap": 2})
+    r.save(tmp_path / "d")
+    loaded = DenseRetriever.load_dir(tmp_path / "d", chunks_for(40), embedder=TableEmbedder(8))
+    assert np.array_equal(loaded.starts, starts) and loaded.windowing == {"overlap": 2}
+    assert [(h.chunk_id, h.score) for h in loaded.search("x", k=5)] == [
+        (h.chunk_id, h.score) for h in r.search("x", k=5)
+    ]
+
+
+def test_token_windows_cover_every_token_with_full_windows():
+    for n in range(0, 700, 7):
+        spans = token_windows(n, 20, 4)
+        assert spans[0][0] == 0 and spans[-1][1] == n
+        assert all(b - a == min(20, n) for a, b in spans)  # every window as long as allowed
+        assert all(spans[i][1] - spans[i + 1][0] >= 4 for i in range(len(spans) - 1))
+        assert len(spans) == max(1, -(-(n - 4) // 16))  # and no more of them than needed
+
+
+def test_minilm_windows_read_long_texts_whole(minilm):
+    tail = "The lighthouse keeper's name was Augustin Fresnel."
+    texts = ["short text about cats", "filler words here. " * 150 + tail, ""]
+    whole = minilm.embed(texts)
+    vectors, starts = minilm.embed_windows(texts, overlap=32)
+    assert starts.tolist()[0] == 0 and np.diff(starts).tolist()[0::2] == [1, 1]
+    assert np.diff(starts)[1] >= 3  # ~600 tokens need three windows of 254
+    # A text that fits, and a long text's first window, get exactly the truncated vector.
+    assert np.allclose(vectors[starts[:-1]], whole, atol=1e-6)
+    # Only a window reads the tail: its best window is much closer to it than truncation.
+    q = minilm.embed([tail])[0]
+    best_window = float((vectors[starts[1] : starts[2]] @ q).max())
+    assert best_window > float(whole[1] @ q) + 0.2
+    with pytest.raises(ValueError, match="overlap"):
+        minilm.embed_windows(texts, overlap=254)

@@ -126,3 +126,59 @@ def test_bad_arguments():
 def test_registry_lists_the_built_in_kinds():
     assert {"bm25", "dense", "hybrid"} <= set(RETRIEVERS.names())
     assert RETRIEVERS.get("hybrid") is HybridRetriever
+
+
+def reference_rrf(rankings: dict[str, list[str]], weights: dict[str, float], rrf_k: int, position) -> list:
+    """Weighted RRF written out with dicts: (chunk id, score) best first, equal scores
+    (to 12 decimals) by position, then chunk id."""
+    fused: dict[str, float] = {}
+    for name, ranking in rankings.items():
+        for rank, chunk_id in enumerate(ranking, start=1):
+            fused[chunk_id] = fused.get(chunk_id, 0.0) + weights[name] / (rrf_k + rank)
+    order = sorted(fused, key=lambda c: (-round(fused[c], 12), position(c), c))
+    return [(c, fused[c]) for c in order]
+
+
+def test_fusion_of_real_retrievers_matches_the_reference(data_dir):
+    import json
+
+    from marag.index.bm25 import BM25Retriever
+    from marag.index.dense import DenseRetriever
+    from marag.index.embed import get_embedder
+
+    corpus = json.loads((data_dir / "hotpotqa_train100" / "hotpotqa_train_corpus.json").read_text())
+    base = [
+        Chunk(id=f"{t}#0", doc_id=t, title=t, text="".join(s).strip()) for t, s in list(corpus.items())[:150]
+    ]
+    # Twice over, so both members return runs of equal scores and the fusion sees ties.
+    chunks = base + [c.model_copy(update={"id": c.id + "'"}) for c in base]
+    questions = json.loads((data_dir / "hotpotqa_train100" / "hotpotqa_train.json").read_text())
+    queries = [q["question"] for q in questions[:15]]
+    members = {
+        "bm25": BM25Retriever.from_chunks(chunks),
+        "dense": DenseRetriever.from_chunks(chunks, get_embedder("hashing")),
+    }
+    weights = {"bm25": 1.0, "dense": 0.5}
+    h = HybridRetriever(members, weights=weights, depth=30)
+    pos = {c.id: i for i, c in enumerate(chunks)}
+    for query, hits in zip(queries, h.search_batch(queries, k=8, offset=3)):
+        rankings = {n: [x.chunk_id for x in m.search(query, k=30)] for n, m in members.items()}
+        expected = reference_rrf(rankings, weights, 60, pos.__getitem__)[3:11]
+        assert [x.chunk_id for x in hits] == [c for c, _ in expected]
+        assert [x.score for x in hits] == pytest.approx([s for _, s in expected], abs=1e-15)
+        assert all(x.text == chunks[pos[x.chunk_id]].text for x in hits)
+
+
+def test_foreign_hits_outside_the_index_are_fused_and_kept():
+    # "zz" and "aa" are not chunks of this index: they are fused like any other, tie
+    # among themselves by chunk id, and keep the hit the first member returned.
+    rankings = {"a": ["c4", "c3"], "f1": ["zz", "aa"], "f2": ["aa", "zz"]}
+    h = HybridRetriever(
+        {"a": Fixed("a", rankings["a"]), "f1": Foreign(rankings["f1"]), "f2": Foreign(rankings["f2"])}
+    )
+    hits = h.search("q", k=10)
+    expected = reference_rrf(rankings, {n: 1.0 for n in rankings}, 60, lambda c: POS.get(c, float("inf")))
+    assert [x.chunk_id for x in hits] == ["aa", "zz", "c4", "c3"] == [c for c, _ in expected]
+    assert [x.score for x in hits] == pytest.approx([s for _, s in expected], abs=1e-15)
+    assert (hits[0].doc_id, hits[0].text) == ("doca", "")  # the foreign retriever's own hit
+    assert [x.chunk_id for x in h.search("q", k=2, offset=1)] == ["zz", "c4"]

@@ -6,13 +6,15 @@ import json
 from importlib import resources
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import marag
 from marag.corpus.models import Chunk, Document
 from marag.errors import CorpusError, IndexFormatError, UnknownNameError
 from marag.index import EMBEDDERS, HybridRetriever, IndexConfig, build_index, corpus_hash, open_index
-from marag.index.embed import HashingEmbedder
+from marag.index.store import INDEX_FORMAT_VERSION
+from marag.index.embed import HashingEmbedder, token_windows
 from marag.trace import Trace, activate
 
 TEXTS = {
@@ -46,6 +48,27 @@ class CountingEmbedder(HashingEmbedder):
     def __init__(self, dim: int = 256):
         type(self).instances += 1
         super().__init__(dim)
+
+
+@EMBEDDERS.register("test-windowed")
+class WindowedEmbedder(HashingEmbedder):
+    """A model that reads only `max_length` words, like MiniLM's 256 tokens, and offers
+    windows that read a text whole."""
+
+    name = "test-windowed"
+    max_length = 6
+
+    def embed(self, texts, batch_size=32, progress=False):
+        return super().embed([" ".join(t.split()[: self.max_length]) for t in texts])
+
+    def embed_windows(self, texts, overlap, batch_size=32, progress=False):
+        windows, counts = [], []
+        for t in texts:
+            words = t.split()
+            spans = token_windows(len(words), self.max_length, overlap)
+            windows += [" ".join(words[a:b]) for a, b in spans]
+            counts.append(len(spans))
+        return super().embed(windows), np.concatenate([[0], np.cumsum(counts)])
 
 
 def make_chunks() -> list[Chunk]:
@@ -84,7 +107,7 @@ def test_roundtrip(built):
     assert sorted(p.name for p in built.iterdir()) == ["bm25", "chunks.jsonl", "dense", "manifest.json"]
     idx = open_index(built)
     m = idx.manifest
-    assert m["format_version"] == marag.INDEX_FORMAT_VERSION and m["marag_version"] == marag.__version__
+    assert m["format_version"] == INDEX_FORMAT_VERSION and m["marag_version"] == marag.__version__
     assert m["corpus_hash"] == "abc123"
     assert m["counts"]["chunks"] == 6 and idx.documents_count == 5
     assert m["embedder"]["name"] == "hashing" and m["embedder"]["dim"] == 256
@@ -187,11 +210,11 @@ def test_incompatible_format_version(built, tmp_path):
     copy = tmp_path / "old"
     shutil.copytree(built, copy)
     m = json.loads((copy / "manifest.json").read_text())
-    m["format_version"] = marag.INDEX_FORMAT_VERSION + 41
+    m["format_version"] = INDEX_FORMAT_VERSION + 41
     (copy / "manifest.json").write_text(json.dumps(m))
     with pytest.raises(IndexFormatError) as exc:
         open_index(copy)
-    assert f"version {marag.INDEX_FORMAT_VERSION + 41}" in exc.value.message
+    assert f"version {INDEX_FORMAT_VERSION + 41}" in exc.value.message
     assert "--overwrite" in exc.value.hint
 
 
@@ -244,6 +267,35 @@ def test_missing_part_is_reported(tmp_path):
         idx.retriever("dense")
     with pytest.raises(UnknownNameError, match="hybrid"):
         idx.retriever("sparse")
+
+
+def test_dense_windows_are_recorded_and_find_a_chunk_by_its_tail(tmp_path):
+    long_text = (
+        "Weather reports mention clouds over the hills and valleys today "
+        "while the lighthouse keeper polished brass"
+    )
+    chunks = [Chunk(id="long#0", doc_id="long", text=long_text)] + [
+        Chunk(id=f"s{i}#0", doc_id=f"s{i}", text=t)
+        for i, t in enumerate(["lighthouse", "keeper of bees", "polished stones", "brass band music"])
+    ]
+    found = {}
+    for mode in ("windows", "truncate"):
+        out = tmp_path / mode
+        cfg = IndexConfig(
+            embedder="test-windowed", retrievers=["dense"], dense_long_chunks=mode, dense_window_overlap=2
+        )
+        build_index(chunks, out, cfg, progress=False)
+        idx = open_index(out)
+        windowing = idx.manifest["parts"]["dense"]["windowing"]
+        starts = np.load(out / "dense" / "starts.npy")
+        if mode == "windows":
+            assert windowing == {"overlap": 2, "max_tokens": 6, "windows": 8, "chunks_with_several": 1}
+            assert starts.tolist() == [0, 4, 5, 6, 7, 8]  # 16 words: 4 windows of 6
+        else:
+            assert windowing is None and starts.tolist() == [0, 1, 2, 3, 4, 5]
+        found[mode] = [h.chunk_id for h in idx.retriever("dense").search("lighthouse keeper polished brass", k=1)]
+    # Only the windowed index read the end of the long chunk.
+    assert found == {"windows": ["long#0"], "truncate": ["s0#0"]}
 
 
 def test_corpus_hash_is_deterministic_and_order_sensitive():

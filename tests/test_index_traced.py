@@ -1,0 +1,57 @@
+"""The shared retriever base: hits and trace records built without re-validation."""
+
+from __future__ import annotations
+
+import copy
+import pickle
+
+import pytest
+from pydantic import BaseModel, ValidationError
+
+from marag.corpus.models import Chunk
+from marag.index.base import Hit
+from marag.index.traced import hit_of, trusted_constructor
+from marag.trace import SearchCall
+
+
+def test_fast_hits_are_ordinary_validated_hits():
+    chunk = Chunk(id="doc#3", doc_id="doc", text="some text", title="Title", metadata={"x": 1})
+    fast = hit_of(chunk, 2.5)
+    slow = Hit(doc_id="doc", chunk_id="doc#3", score=2.5, text="some text", title="Title")
+    assert type(fast) is Hit and fast == slow
+    assert fast.model_dump() == slow.model_dump() and fast.model_dump_json() == slow.model_dump_json()
+    assert fast.model_fields_set == slow.model_fields_set
+    assert pickle.loads(pickle.dumps(fast)) == slow and copy.deepcopy(fast) == slow
+    assert fast.model_copy(update={"score": 1.0}).score == 1.0 and fast.score == 2.5
+    fast.score = 3.0  # assignment works and touches only this hit
+    assert fast.score == 3.0 and hit_of(chunk, 2.5).score == 2.5
+
+
+def test_trusted_constructor_falls_back_to_validation_when_the_probe_disagrees():
+    class Strict(BaseModel):
+        n: int
+        label: str = "x"
+
+    # The probe leaves a field out, so the fast path could not be trusted: validate.
+    make = trusted_constructor(Strict, {"n": 1})
+    with pytest.raises(ValidationError):
+        make({"n": "not a number"})
+    full = trusted_constructor(Strict, {"n": 1, "label": "y"})
+    assert full({"n": 2, "label": "z"}) == Strict(n=2, label="z")
+
+
+def test_search_records_built_fast_equal_validated_ones():
+    make = trusted_constructor(
+        SearchCall,
+        {"retriever": "r", "query": "q", "k": 1, "offset": 0, "hits": [], "latency_s": 0.0},
+    )
+    values = {
+        "retriever": "bm25",
+        "query": "who",
+        "k": 2,
+        "offset": 1,
+        "hits": [{"doc_id": "d", "chunk_id": "d#0", "score": 1.5}],
+        "latency_s": 0.25,
+    }
+    assert make(dict(values)) == SearchCall(**values)
+    assert make(dict(values)).model_dump_json() == SearchCall(**values).model_dump_json()
