@@ -1,94 +1,359 @@
-"""Retrieval speed on a synthetic corpus, and retrieval quality on real benchmark data.
+"""Retrieval speed against the raw engines, and retrieval quality on real benchmark data.
 
-Speed (default): a seeded synthetic corpus (Zipf-distributed pseudo-words, 30-80 words
-per passage) and queries drawn from its passages; for BM25, dense (exact and HNSW) and
-hybrid it prints build time, size on disk and queries/s, one query at a time and as one
-batch.
+Speed (default): marag's retrievers against the engines they wrap, on the same texts and
+the same vectors, in one run, as queries/s and ratios (marag / raw; 1.0 = no cost):
 
-    nice -n 10 python benchmarks/retrieval.py --passages 200000 --queries 2000
+- BM25: `open_index(dir).retriever("bm25")` after `build_index` (the public path) vs raw
+  bm25s (numba backend, Lucene BM25, same k1/b, bm25s's own stemmed tokenizer).
+- dense exact: DenseRetriever vs the engine it wraps, numpy (a matrix product per block
+  of queries, argpartition, a sort of the top); faiss IndexFlatIP's speed on the same
+  vectors is noted beside it. Query vectors are computed beforehand and handed to both
+  sides (marag through a lookup embedder): the embedding model's time is not the
+  wrapper's.
+- dense HNSW: DenseRetriever(ann="hnsw") vs the same faiss graph searched directly.
+- hybrid: marag's fused search vs the sum of raw BM25 and raw exact search, both asked
+  for the hybrid's depth (it needs that many candidates from each).
 
-Encoding 200k passages with MiniLM takes over an hour on two cores, so the dense rows
-use `--embedder` (default: wordllama when installed, else the hashing embedder) and
-MiniLM's encoding rate is measured on `--minilm-sample` passages and reported apart.
+Corpora (`--corpora`): `pools` (the HotpotQA and NQ passage pools, 1.6k passages, MiniLM
+vectors), `pools-dup` (the same, every passage three times), `tiled` (`--passages`
+passages of real text: the HotpotQA, NQ, MuSiQue and DataMorgana pools tiled with
+sentence-level perturbation so no two passages are identical), `tiled-dup` (as many
+passages, a quarter of them unique, each present four times at scattered positions),
+and `synthetic` (Zipf pseudo-words, the old default). Encoding 200k passages with MiniLM
+takes over an hour on two cores, so the tiled corpora use `--embedder` (default
+wordllama, else hashing). Queries are the HotpotQA and NQ questions.
 
-Quality: `--dataset hotpotqa|musique|nq` indexes that shared dataset's corpus with
-marag's own loader and chunker and prints document-level recall@2/5/10 of BM25, dense,
-and hybrid (equal weights, and BM25 weighted 2:1).
+    nice -n 10 python benchmarks/retrieval.py                      # all real-text corpora
+    python benchmarks/retrieval.py --corpora pools,pools-dup --hnsw-ef 16,32,64,128
 
-    nice -n 10 python benchmarks/retrieval.py --dataset hotpotqa
+`--hnsw-ef` also prints HNSW recall@10 against exact search for each efSearch value, on
+the MiniLM vectors of all four shared pools (DataMorgana as 256-token windows).
+
+Quality: `--dataset hotpotqa|musique|nq|datamorgana` indexes that shared dataset's corpus
+with marag's own loader and chunker and prints document-level recall@2/5/10 of BM25,
+dense (long chunks truncated, and read as windows) and hybrid.
+
+    nice -n 10 python benchmarks/retrieval.py --dataset datamorgana
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import importlib.util
+import os
+import re
 import shutil
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 
 from marag.corpus.models import Chunk
-from marag.index.bm25 import BM25Retriever
 from marag.index.dense import DenseRetriever, build_hnsw
 from marag.index.embed import get_embedder
 from marag.index.hybrid import HybridRetriever
 from marag.index.traced import index_text
 
-DATASETS = {"hotpotqa": "hotpotqa_train100", "musique": "musique_train100", "nq": "nq_open_oracle"}
+DATASETS = {
+    "hotpotqa": "hotpotqa_train100",
+    "musique": "musique_train100",
+    "nq": "nq_open_oracle",
+    "datamorgana": "datamorgana",
+}
+K = 10
 
 
-# -- synthetic corpus -----------------------------------------------------------------------
-def vocabulary(size: int, rng: np.random.Generator) -> list[str]:
-    """Pronounceable pseudo-words (consonant-vowel syllables), unique, in random order."""
-    cons, vows = list("bcdfghjklmnprstvwz"), list("aeiou")
-    words: set[str] = set()
-    while len(words) < size:
-        n = int(rng.integers(1, 5))
-        words.add("".join(rng.choice(cons) + rng.choice(vows) for _ in range(n)) + str(rng.choice(cons)))
-    out = sorted(words)
-    rng.shuffle(out)
+# -- corpora ----------------------------------------------------------------------------------
+def load_pool(name: str, data_dir: str | None) -> tuple[list[Chunk], list[str]]:
+    """A shared dataset's passages (marag's loader and chunker) and its questions."""
+    from marag.config import data_dir as find_data
+    from marag.corpus import chunk_documents, load_corpus
+
+    corpus = load_corpus(find_data(data_dir) / DATASETS[name])
+    return list(chunk_documents(corpus.documents)), [q.question for q in corpus.questions]
+
+
+def renamed(chunks: list[Chunk], tag: str) -> list[Chunk]:
+    return [Chunk(id=f"{c.id}@{tag}", doc_id=c.doc_id, title=c.title, text=c.text) for c in chunks]
+
+
+def pools(data_dir: str | None) -> tuple[list[Chunk], list[str]]:
+    chunks, queries = [], []
+    for name in ("hotpotqa", "nq"):
+        c, q = load_pool(name, data_dir)
+        chunks += c
+        queries += q
+    return chunks, queries
+
+
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+
+
+def passages_of(chunks: list[Chunk], words: int = 120) -> list[str]:
+    """Real passages of at most ~`words` words: short chunks as they are, long ones
+    (DataMorgana's web pages) cut at sentence ends."""
+    out = []
+    for c in chunks:
+        current: list[str] = []
+        for sentence in _SENTENCE_END.split(c.text.strip()):
+            current.append(sentence)
+            if sum(len(s.split()) for s in current) >= words:
+                out.append(" ".join(current))
+                current = []
+        if current:
+            out.append(" ".join(current))
+    return [p for p in out if len(p.split()) >= 5]
+
+
+def perturbed(base: list[str], n: int, seed: int) -> list[str]:
+    """`n` distinct passages made from `base`: copies after the first have one of their
+    sentences dropped, repeated or replaced by a sentence of another passage, and
+    adjacent sentences swapped, so they are near-duplicates as on the web."""
+    rng = np.random.default_rng(seed)
+    split = [_SENTENCE_END.split(p) for p in base]
+    out, seen = list(base[:n]), set(base[:n])
+    while len(out) < n:
+        i = int(rng.integers(len(base)))
+        sentences = list(split[i])
+        j = int(rng.integers(len(sentences)))
+        op = int(rng.integers(3))
+        other = split[int(rng.integers(len(base)))]
+        if op == 0 and len(sentences) > 1:
+            del sentences[j]
+        elif op == 1:
+            sentences.insert(j, sentences[j])
+        else:
+            sentences[j] = other[int(rng.integers(len(other)))]
+        if len(sentences) > 1:
+            a = int(rng.integers(len(sentences) - 1))
+            sentences[a], sentences[a + 1] = sentences[a + 1], sentences[a]
+        text = " ".join(sentences)
+        if text not in seen:
+            seen.add(text)
+            out.append(text)
     return out
 
 
-def synthetic(
-    passages: int, queries: int, seed: int, vocab_size: int = 50_000
-) -> tuple[list[Chunk], list[str]]:
+def tiled(args: argparse.Namespace, duplicates: int) -> list[Chunk]:
+    """`args.passages` passages of real text, `duplicates` exact copies of each unique
+    one, the copies at scattered positions."""
+    base = []
+    for name in DATASETS:
+        base += passages_of(load_pool(name, args.data_dir)[0])
+    texts = perturbed(base, args.passages // duplicates, args.seed)
+    order = np.random.default_rng(args.seed + 1).permutation(len(texts) * duplicates)
+    return [Chunk(id=f"t{i}#0", doc_id=f"t{i}", text=texts[j % len(texts)]) for i, j in enumerate(order)]
+
+
+def synthetic(passages: int, seed: int, vocab_size: int = 50_000) -> list[Chunk]:
+    """Zipf-distributed pronounceable pseudo-words, 30-80 per passage."""
     rng = np.random.default_rng(seed)
-    vocab = np.array(vocabulary(vocab_size, rng))
-    p = 1.0 / np.arange(1, vocab_size + 1) ** 1.07  # Zipf-like word frequencies
-    p /= p.sum()
+    cons, vows = list("bcdfghjklmnprstvwz"), list("aeiou")
+    words: set[str] = set()
+    while len(words) < vocab_size:
+        syllables = int(rng.integers(1, 5))
+        words.add("".join(rng.choice(cons) + rng.choice(vows) for _ in range(syllables)) + str(rng.choice(cons)))
+    vocab = np.array(sorted(words))
+    rng.shuffle(vocab)
+    p = 1.0 / np.arange(1, vocab_size + 1) ** 1.07
     lengths = rng.integers(30, 81, size=passages)
-    words = vocab[rng.choice(vocab_size, size=int(lengths.sum()), p=p)]
+    drawn = vocab[rng.choice(vocab_size, size=int(lengths.sum()), p=p / p.sum())]
     bounds = np.concatenate([[0], np.cumsum(lengths)])
-    chunks = [
-        Chunk(id=f"p{i}#0", doc_id=f"p{i}", text=" ".join(words[bounds[i] : bounds[i + 1]]))
+    return [
+        Chunk(id=f"p{i}#0", doc_id=f"p{i}", text=" ".join(drawn[bounds[i] : bounds[i + 1]]))
         for i in range(passages)
     ]
-    qs = []
-    for _ in range(queries):
-        src = words[bounds[(j := int(rng.integers(passages)))] : bounds[j + 1]]
-        qs.append(" ".join(rng.choice(src, size=int(rng.integers(3, 7)), replace=False)))
-    return chunks, qs
 
 
-# -- measuring ------------------------------------------------------------------------------
-def dir_mb(path: Path) -> float:
-    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) / 1e6
+# -- vectors ------------------------------------------------------------------------------------
+def cached_vectors(embedder_name: str, texts: list[str], cache: Path | None, windows: bool = False):
+    """(vectors, starts) of `texts`, from the cache directory when encoded before."""
+    key = hashlib.sha256("\x00".join([embedder_name, str(windows), *texts]).encode()).hexdigest()[:24]
+    path = cache / f"{embedder_name}-{key}.npz" if cache else None
+    if path and path.is_file():
+        saved = np.load(path)
+        return saved["vectors"], saved["starts"]
+    embedder = get_embedder(embedder_name)
+    if windows and hasattr(embedder, "embed_windows"):
+        vectors, starts = embedder.embed_windows(texts, overlap=32, progress=True)
+    else:
+        vectors, starts = embedder.embed(texts, progress=True), np.arange(len(texts) + 1)
+    if path:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        np.savez(path, vectors=vectors, starts=starts)
+    return vectors, starts
 
 
-def qps(retriever, queries: list[str], k: int = 10) -> tuple[float, float]:
-    retriever.search(queries[0], k=k)  # warm-up: JIT compile, lazy loads
-    t0 = time.perf_counter()
-    for q in queries:
-        retriever.search(q, k=k)
-    single = len(queries) / (time.perf_counter() - t0)
-    t0 = time.perf_counter()
-    retriever.search_batch(queries, k=k)
-    batch = len(queries) / (time.perf_counter() - t0)
-    return single, batch
+class LookupEmbedder:
+    """Returns precomputed query vectors, so searches time the search, not the model."""
+
+    name = "lookup"
+
+    def __init__(self, queries: list[str], vectors: np.ndarray):
+        self.dim = vectors.shape[1]
+        self._rows = {q: i for i, q in enumerate(queries)}
+        self._vectors = vectors
+
+    def embed(self, texts, batch_size: int = 32, progress: bool = False) -> np.ndarray:
+        return self._vectors[[self._rows[t] for t in texts]]
+
+
+# -- raw engines ----------------------------------------------------------------------------------
+class RawBM25:
+    name = "bm25s (numba, own tokenizer)"
+
+    def __init__(self, chunks: list[Chunk], k1: float, b: float):
+        import bm25s
+        import Stemmer
+
+        self._bm25s = bm25s
+        self.stemmer = Stemmer.Stemmer("english")
+        self.model = bm25s.BM25(k1=k1, b=b, method="lucene", backend="numba")
+        tokens = bm25s.tokenize([index_text(c) for c in chunks], stopwords="en", stemmer=self.stemmer, show_progress=False)
+        self.model.index(tokens, show_progress=False)
+
+    def search(self, queries: list[str], k: int):
+        tokens = self._bm25s.tokenize(queries, stopwords="en", stemmer=self.stemmer, show_progress=False, return_ids=False)
+        return self.model.retrieve(tokens, k=k, show_progress=False, n_threads=1)
+
+
+class RawExact:
+    """Exact inner-product search as marag's exact retriever does it, without marag: a
+    numpy matrix product per block of queries, then argpartition and a sort of the top."""
+
+    name = "numpy matmul + argpartition"
+
+    def __init__(self, vectors: np.ndarray, block: int):
+        self.vectors, self.block = np.ascontiguousarray(vectors, dtype=np.float32), block
+
+    def search(self, q: np.ndarray, k: int):
+        out = []
+        for a in range(0, len(q), self.block):
+            s = q[a : a + self.block] @ self.vectors.T
+            top = np.argpartition(-s, k - 1, axis=1)[:, :k]
+            order = np.argsort(-np.take_along_axis(s, top, axis=1), axis=1)
+            out.append(np.take_along_axis(top, order, axis=1))
+        return np.concatenate(out)
+
+
+def faiss_flat_note(vectors: np.ndarray, qvecs: np.ndarray, repeats: int, n_single: int) -> str:
+    """faiss's exact search on the same vectors, for reference: another engine (C++
+    selection), not the one marag wraps."""
+    if not importlib.util.find_spec("faiss"):
+        return ""
+    import faiss
+
+    flat = faiss.IndexFlatIP(vectors.shape[1])
+    flat.add(np.ascontiguousarray(vectors, dtype=np.float32))
+    single = n_single / best_time(lambda: [flat.search(qvecs[i : i + 1], K) for i in range(n_single)], repeats)
+    batch = len(qvecs) / best_time(lambda: flat.search(qvecs, K), repeats)
+    return f"; faiss IndexFlatIP {single:,.0f} / {batch:,.0f} q/s"
+
+
+class RawHNSW:
+    name = "faiss HNSW"
+
+    def __init__(self, graph, ef_search: int):
+        import faiss
+
+        self.graph = graph
+        self.params = lambda k: faiss.SearchParametersHNSW(efSearch=max(ef_search, k))
+
+    def search(self, q: np.ndarray, k: int):
+        return self.graph.search(q, k, params=self.params(k))
+
+
+# -- measuring -------------------------------------------------------------------------------------
+def best_time(fn: Callable[[], object], repeats: int) -> float:
+    """Best of `repeats` runs after a warm-up: the least disturbed by other jobs."""
+    fn()
+    best = float("inf")
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+@dataclass
+class Row:
+    corpus: str
+    passages: int
+    retriever: str
+    raw: str
+    speeds: tuple[float, float, float, float]  # q/s: marag single, raw single, marag batch, raw batch
+    note: str = ""
+
+
+def measure(
+    corpus: "Corpus", name: str, retriever, raw_name: str, raw: Callable[[slice], object], args, note: str = ""
+) -> Row:
+    """q/s of a marag retriever and of the raw engine doing the same work: one query per
+    call (the first `--single-queries` queries), then all queries in one call. `raw`
+    answers the queries in a slice of corpus.queries."""
+    queries, repeats = corpus.queries, args.repeats
+    n_single = min(len(queries), args.single_queries)
+    speeds = (
+        n_single / best_time(lambda: [retriever.search(q, k=K) for q in queries[:n_single]], repeats),
+        n_single / best_time(lambda: [raw(slice(i, i + 1)) for i in range(n_single)], repeats),
+        len(queries) / best_time(lambda: retriever.search_batch(queries, k=K), repeats),
+        len(queries) / best_time(lambda: raw(slice(None)), repeats),
+    )
+    row = Row(corpus.label, len(corpus.chunks), name, raw_name, speeds, note)
+    print(format_row(row), flush=True)
+    return row
+
+
+def format_row(r: Row) -> str:
+    single, raw_single, batch, raw_batch = r.speeds
+    return (
+        f"| {r.corpus} | {r.passages:,} | {r.retriever} | {r.raw} | {single:,.0f} | {raw_single:,.0f} | "
+        f"{single / raw_single:.2f} | {batch:,.0f} | {raw_batch:,.0f} | {batch / raw_batch:.2f} | {r.note} |"
+    )
+
+
+# -- one corpus, every retriever ---------------------------------------------------------------------
+@dataclass
+class Corpus:
+    label: str
+    chunks: list[Chunk]
+    queries: list[str]
+    embedder: str
+    unique_texts: list[str]  # what gets embedded ...
+    which: np.ndarray  # ... and chunk i's vector is the one of unique_texts[which[i]]
+
+
+def corpora(args: argparse.Namespace) -> list[Corpus]:
+    names = args.corpora.split(",")
+    unknown = set(names) - {"pools", "pools-dup", "tiled", "tiled-dup", "synthetic"}
+    if unknown:
+        raise SystemExit(f"unknown corpora {sorted(unknown)}")
+    pool, queries = pools(args.data_dir)
+    texts = [index_text(c) for c in pool]
+    out = []
+    n = len(pool)
+    if "pools" in names:
+        out.append(Corpus("pools", pool, queries, "minilm", texts, np.arange(n)))
+    if "pools-dup" in names:
+        copies = [c for copy in range(3) for c in renamed(pool, str(copy))]
+        out.append(Corpus("pools x3", copies, queries, "minilm", texts, np.tile(np.arange(n), 3)))
+    emb = pick_embedder(args.embedder)
+    for label, copies in (("tiled", 1), ("tiled-dup", 4)):
+        if label in names:
+            chunks = tiled(args, copies)
+            unique = sorted({c.text for c in chunks})
+            where = {t: i for i, t in enumerate(unique)}
+            tag = "real text" if copies == 1 else f"real text, {len(unique):,} unique x{copies}"
+            out.append(Corpus(f"{label} ({tag})", chunks, queries, emb, unique, np.array([where[c.text] for c in chunks])))
+    if "synthetic" in names:
+        chunks = synthetic(args.passages, args.seed)
+        out.append(Corpus("synthetic", chunks, queries, emb, [c.text for c in chunks], np.arange(len(chunks))))
+    return out
 
 
 def pick_embedder(name: str) -> str:
@@ -97,94 +362,133 @@ def pick_embedder(name: str) -> str:
     return "wordllama" if importlib.util.find_spec("wordllama") else "hashing"
 
 
-def speed(args: argparse.Namespace) -> None:
+def speed_corpus(corpus: Corpus, args, work: Path, cache: Path | None) -> list[Row]:
+    from marag.index.store import IndexConfig, build_index, open_index
+
     t0 = time.perf_counter()
-    chunks, queries = synthetic(args.passages, args.queries, args.seed)
-    print(
-        f"synthetic corpus: {len(chunks)} passages, {len(queries)} queries "
-        f"(generated in {time.perf_counter() - t0:.1f}s, seed {args.seed})",
-        flush=True,
+    build_index(corpus.chunks, work / "idx", IndexConfig(retrievers=["bm25"]), overwrite=True, progress=False)
+    index = open_index(work / "idx")
+    bm25 = index.retriever("bm25")
+    build_s = time.perf_counter() - t0
+    raw_bm25 = RawBM25(index.chunks, bm25.k1, bm25.b)
+    queries = corpus.queries
+    rows = [
+        measure(corpus, "bm25", bm25, raw_bm25.name, lambda s: raw_bm25.search(queries[s], K), args,
+                f"built via build_index in {build_s:.0f}s")
+    ]
+    unique_vectors, _ = cached_vectors(corpus.embedder, corpus.unique_texts, cache)
+    vectors = np.ascontiguousarray(unique_vectors[corpus.which])
+    qvecs, _ = cached_vectors(corpus.embedder, queries, cache)
+    lookup = LookupEmbedder(queries, qvecs)
+    exact = DenseRetriever(index.chunks, vectors, lookup)
+    raw_exact = RawExact(vectors, exact.query_block)
+    emb_note = f"{corpus.embedder} {vectors.shape[1]}d vectors, query encoding excluded" + faiss_flat_note(
+        vectors, qvecs, args.repeats, min(len(queries), args.single_queries)
     )
+    rows.append(
+        measure(corpus, "dense exact", exact, raw_exact.name, lambda s: raw_exact.search(qvecs[s], K), args, emb_note)
+    )
+    if importlib.util.find_spec("faiss"):
+        rows.append(hnsw_row(corpus, exact, vectors, lookup, qvecs, args))
+    hybrid = HybridRetriever({"bm25": bm25, "dense": exact})
+    depth = hybrid.depth
+
+    def raw_parts(s: slice):
+        return raw_bm25.search(queries[s], depth), raw_exact.search(qvecs[s], depth)
+
+    rows.append(
+        measure(corpus, "hybrid (bm25 + dense exact)", hybrid, f"sum of both raw engines at k={depth}", raw_parts,
+                args, f"RRF depth {depth}")
+    )
+    return rows
+
+
+def hnsw_row(corpus: Corpus, exact: DenseRetriever, vectors, lookup, qvecs, args) -> Row:
+    t0 = time.perf_counter()
+    graph = build_hnsw(vectors, m=args.hnsw_m, ef_construction=args.ef_construction)
+    graph_s = time.perf_counter() - t0
+    hnsw = DenseRetriever(exact.chunks, vectors, lookup, ann="hnsw", hnsw=graph, ef_search=args.ef_search)
+    raw = RawHNSW(graph, args.ef_search)
+    recall = hnsw_recall(exact, hnsw, corpus.queries)
+    note = (
+        f"M={args.hnsw_m}, efC={args.ef_construction}, efS={args.ef_search}; graph {graph_s:.0f}s; "
+        f"recall@10 vs exact {recall:.3f}"
+    )
+    return measure(corpus, "dense HNSW", hnsw, raw.name, lambda s: raw.search(qvecs[s], K), args, note)
+
+
+def hnsw_recall(exact: DenseRetriever, hnsw: DenseRetriever, queries: list[str], k: int = K) -> float:
+    """Share of exact search's top-k chunks that HNSW returns in its top-k."""
+    found = [
+        len({h.chunk_id for h in e} & {h.chunk_id for h in a}) / max(1, len(e))
+        for e, a in zip(exact.search_batch(queries, k=k), hnsw.search_batch(queries, k=k))
+    ]
+    return float(np.mean(found))
+
+
+# -- HNSW recall on real MiniLM vectors ---------------------------------------------------------------
+def hnsw_sweep(args, cache: Path | None) -> None:
+    """recall@10 against exact search for each efSearch, on the MiniLM vectors of all
+    four shared pools (long DataMorgana chunks as windows), with all their questions."""
+    chunks: list[Chunk] = []
+    queries: list[str] = []
+    for name in DATASETS:
+        c, q = load_pool(name, args.data_dir)
+        chunks += renamed(c, name)
+        queries += q
+    vectors, starts = cached_vectors("minilm", [index_text(c) for c in chunks], cache, windows=True)
+    qvecs, _ = cached_vectors("minilm", queries, cache)
+    lookup = LookupEmbedder(queries, qvecs)
+    exact = DenseRetriever(chunks, vectors, lookup, starts=starts)
+    graph = build_hnsw(vectors, m=args.hnsw_m, ef_construction=args.ef_construction)
+    print(
+        f"\n## HNSW recall@{K} against exact search: MiniLM vectors of the four shared pools "
+        f"({len(chunks):,} chunks, {len(vectors):,} windows), {len(queries):,} questions, "
+        f"M={args.hnsw_m}, efConstruction={args.ef_construction}\n"
+    )
+    print("| efSearch | recall@10 | worst query | batch q/s |")
+    print("|---:|---:|---:|---:|")
+    for ef in (int(x) for x in args.hnsw_ef.split(",")):
+        hnsw = DenseRetriever(chunks, vectors, lookup, ann="hnsw", hnsw=graph, ef_search=ef, starts=starts)
+        per_query = [
+            len({h.chunk_id for h in e} & {h.chunk_id for h in a}) / max(1, len(e))
+            for e, a in zip(exact.search_batch(queries, k=K), hnsw.search_batch(queries, k=K))
+        ]
+        qps = len(queries) / best_time(lambda: hnsw.search_batch(queries, k=K), args.repeats)
+        print(f"| {ef} | {np.mean(per_query):.4f} | {min(per_query):.1f} | {qps:,.0f} |", flush=True)
+
+
+def speed(args: argparse.Namespace) -> None:
+    cache = Path(args.cache_dir) if args.cache_dir else None
+    rows: list[Row] = []
     work = Path(tempfile.mkdtemp(prefix="marag-bench-"))
-    rows = []
+    started = time.perf_counter()
+    n_queries = 0
     try:
-        t0 = time.perf_counter()
-        bm25 = BM25Retriever.from_chunks(chunks)
-        bm25_build = time.perf_counter() - t0
-        bm25.save(work / "bm25")
-        rows.append(("bm25", bm25_build, dir_mb(work / "bm25"), *qps(bm25, queries), "numba, 1 thread"))
-        print(rows[-1], flush=True)
-
-        emb_name = pick_embedder(args.embedder)
-        embedder = get_embedder(emb_name)
-        t0 = time.perf_counter()
-        exact = DenseRetriever.from_chunks(chunks, embedder, progress=args.progress)
-        embed_s = time.perf_counter() - t0
-        exact.save(work / "dense")
-        note = f"{emb_name} ({embedder.dim}d), {len(chunks) / embed_s:,.0f} passages/s"
-        rows.append(
-            (f"dense exact [{emb_name}]", embed_s, dir_mb(work / "dense"), *qps(exact, queries), note)
-        )
-        print(rows[-1], flush=True)
-
-        if importlib.util.find_spec("faiss"):
-            t0 = time.perf_counter()
-            graph = build_hnsw(np.asarray(exact.vectors), m=args.hnsw_m, ef_construction=args.ef_construction)
-            graph_s = time.perf_counter() - t0
-            hnsw = DenseRetriever(
-                chunks, exact.vectors, embedder, ann="hnsw", hnsw=graph, ef_search=args.ef_search
-            )
-            hnsw.save(work / "hnsw")
-            exact_top = [{h.chunk_id for h in hits} for hits in exact.search_batch(queries, k=10)]
-            hnsw_top = [{h.chunk_id for h in hits} for hits in hnsw.search_batch(queries, k=10)]
-            recall = np.mean([len(a & b) / max(len(a), 1) for a, b in zip(exact_top, hnsw_top)])
-            rows.append(
-                (
-                    f"dense hnsw [{emb_name}]",
-                    embed_s + graph_s,
-                    dir_mb(work / "hnsw"),
-                    *qps(hnsw, queries),
-                    f"graph {graph_s:.1f}s (M={args.hnsw_m}, efC={args.ef_construction}, efS={args.ef_search}); "
-                    f"recall@10 vs exact {recall:.3f}",
-                )
-            )
-            print(rows[-1], flush=True)
-        else:
-            print("faiss not installed: skipping HNSW (pip install 'marag[faiss]')")
-
-        hybrid = HybridRetriever({"bm25": bm25, "dense": exact})
-        rows.append(
-            (
-                "hybrid (bm25 + dense exact)",
-                bm25_build + embed_s,
-                dir_mb(work / "bm25") + dir_mb(work / "dense"),
-                *qps(hybrid, queries),
-                f"RRF k=60, depth {hybrid.depth}",
-            )
-        )
-        print(rows[-1], flush=True)
+        for corpus in corpora(args):
+            n_queries = len(corpus.queries)
+            print(f"\n{corpus.label}: {len(corpus.chunks):,} passages, {n_queries} queries", flush=True)
+            rows += speed_corpus(corpus, args, work, cache)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-
-    minilm_rate = None
-    if args.minilm_sample > 0:
-        minilm = get_embedder("minilm", threads=args.threads)
-        sample = [index_text(c) for c in chunks[: args.minilm_sample]]
-        minilm.embed(sample[:8])  # warm-up
-        t0 = time.perf_counter()
-        minilm.embed(sample, progress=args.progress)
-        minilm_rate = len(sample) / (time.perf_counter() - t0)
-
-    print(f"\n## Retrieval speed: {len(chunks):,} synthetic passages, {len(queries):,} queries, k=10\n")
-    print("| retriever | build s | size MB | single q/s | batch q/s | notes |")
-    print("|---|---:|---:|---:|---:|---|")
-    for name, build_s, mb, single, batch, note in rows:
-        print(f"| {name} | {build_s:.1f} | {mb:.1f} | {single:,.0f} | {batch:,.0f} | {note} |")
-    if minilm_rate is not None:
-        print(
-            f"\nMiniLM (int8 ONNX, {args.threads} threads) encodes {minilm_rate:,.1f} passages/s "
-            f"on {args.minilm_sample} of these passages: {len(chunks) / minilm_rate / 3600:.1f} h for the whole corpus."
-        )
+    print(
+        f"\n## Retrieval speed, marag vs the raw engine (k={K}, best of {args.repeats} runs, "
+        f"{os.cpu_count()} cores shared with other jobs, {time.perf_counter() - started:.0f}s in all)\n"
+    )
+    print(
+        f"Queries: {n_queries} HotpotQA and NQ questions. single = one query per call (the first "
+        f"{min(n_queries, args.single_queries)}), batch = all of them in one call; ratio = marag / raw "
+        "(1.0: the wrapper costs nothing).\n"
+    )
+    print(
+        "| corpus | passages | retriever | raw engine | marag single q/s | raw single q/s | ratio | "
+        "marag batch q/s | raw batch q/s | ratio | notes |"
+    )
+    print("|---|---:|---|---|---:|---:|---:|---:|---:|---:|---|")
+    for r in rows:
+        print(format_row(r))
+    if args.hnsw_ef:
+        hnsw_sweep(args, cache)
 
 
 # -- recall on real data ----------------------------------------------------------------------
@@ -199,47 +503,52 @@ def doc_ranking(hits) -> list[str]:
     return list(seen)
 
 
+def recall_systems(work: Path, chunks, corpus, args) -> tuple[dict[str, object], float]:
+    """BM25, dense with long chunks truncated and as windows, and their hybrids."""
+    from marag.index.store import IndexConfig, build_index, corpus_hash, open_index
+
+    emb_name = "minilm" if args.embedder == "auto" else args.embedder
+    options = {"threads": args.threads} if emb_name == "minilm" else None
+    systems: dict[str, object] = {}
+    t0 = time.perf_counter()
+    for mode in args.long_chunks.split(","):
+        parts = ["bm25", "dense"] if not systems else ["dense"]
+        config = IndexConfig(embedder=emb_name, retrievers=parts, dense_long_chunks=mode,
+                             chunk_size=args.chunk_size, chunk_overlap=args.chunk_overlap)
+        build_index(list(chunks), work / mode, config, corpus_hash(corpus.documents), progress=args.progress)
+        idx = open_index(work / mode, embedder_options=options)
+        if "bm25" not in systems:
+            systems["bm25"] = idx.retriever("bm25")
+        dense = idx.retriever("dense")
+        windows = idx.manifest["parts"]["dense"]["windowing"]
+        label = f"dense {emb_name}, {mode}" + (f" ({windows['windows']:,} windows)" if windows else "")
+        systems[label] = dense
+        # The hybrid needs members over the same chunk list to fuse arrays; over two
+        # index directories they are equal lists, so it fuses their hits instead.
+        pair = {"bm25": systems["bm25"], "dense": dense}
+        systems[f"hybrid 1:1, {mode}"] = HybridRetriever(pair)
+        systems[f"hybrid bm25 2:1, {mode}"] = HybridRetriever(pair, weights={"bm25": 2.0, "dense": 1.0})
+    return systems, time.perf_counter() - t0
+
+
 def recall(args: argparse.Namespace) -> None:
     from marag.config import data_dir
     from marag.corpus import chunk_documents, load_corpus  # the corpus layer's own loader
-    from marag.index.store import IndexConfig, build_index, corpus_hash, open_index
 
-    path = data_dir(args.data_dir) / DATASETS[args.dataset]
-    corpus = load_corpus(path)
+    corpus = load_corpus(data_dir(args.data_dir) / DATASETS[args.dataset])
     questions = [q for q in corpus.questions if q.gold_doc_ids][: args.limit or None]
     chunks = chunk_documents(corpus.documents, size=args.chunk_size, overlap=args.chunk_overlap)
     print(
-        f"{args.dataset}: {len(corpus.documents)} documents, {len(chunks)} chunks, {len(questions)} questions "
-        f"with gold documents",
+        f"{args.dataset}: {len(corpus.documents)} documents, {len(chunks)} chunks of {args.chunk_size} words, "
+        f"{len(questions)} questions with gold documents",
         flush=True,
     )
     work = Path(tempfile.mkdtemp(prefix="marag-recall-"))
     try:
-        emb_name = "minilm" if args.embedder == "auto" else args.embedder
-        t0 = time.perf_counter()
-        build_index(
-            list(chunks),
-            work / "idx",
-            IndexConfig(embedder=emb_name),
-            corpus_hash(corpus.documents),
-            progress=args.progress,
-        )
-        build_s = time.perf_counter() - t0
-        idx = open_index(
-            work / "idx", embedder_options={"threads": args.threads} if emb_name == "minilm" else None
-        )
-        bm25, dense = idx.retriever("bm25"), idx.retriever("dense")
-        systems = {
-            "bm25": bm25,
-            f"dense ({emb_name})": dense,
-            "hybrid 1:1": HybridRetriever({"bm25": bm25, "dense": dense}, rrf_k=60),
-            "hybrid bm25 2:1": HybridRetriever(
-                {"bm25": bm25, "dense": dense}, weights={"bm25": 2.0, "dense": 1.0}
-            ),
-        }
+        systems, build_s = recall_systems(work, chunks, corpus, args)
         texts = [q.question for q in questions]
         ks = (2, 5, 10)
-        print(f"\n## Recall on {args.dataset} ({len(questions)} questions; index built in {build_s:.1f}s)\n")
+        print(f"\n## Recall on {args.dataset} ({len(questions)} questions; indexes built in {build_s:.0f}s)\n")
         print("| retriever | " + " | ".join(f"R@{k}" for k in ks) + " |")
         print("|---|" + "---:|" * len(ks))
         for name, r in systems.items():
@@ -255,26 +564,35 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    ap.add_argument("--passages", type=int, default=200_000)
-    ap.add_argument("--queries", type=int, default=2000)
+    ap.add_argument("--corpora", default="pools,pools-dup,tiled,tiled-dup",
+                    help="comma-separated: pools, pools-dup, tiled, tiled-dup, synthetic")
+    ap.add_argument("--passages", type=int, default=200_000, help="size of the tiled and synthetic corpora")
+    ap.add_argument("--single-queries", type=int, default=200, help="queries timed one per call")
+    ap.add_argument("--repeats", type=int, default=3, help="timed runs per measurement (the best counts)")
     ap.add_argument("--seed", type=int, default=13)
-    ap.add_argument(
-        "--embedder",
-        default="auto",
-        help="dense embedder (auto: wordllama if installed, else hashing; minilm in --dataset mode)",
-    )
-    ap.add_argument("--minilm-sample", type=int, default=1000, help="passages to time MiniLM on (0: skip)")
+    ap.add_argument("--embedder", default="auto",
+                    help="dense embedder of the tiled corpora (auto: wordllama if installed, else hashing; "
+                         "minilm in --dataset mode); the pools always use minilm")
+    ap.add_argument("--cache-dir", default=str(Path(tempfile.gettempdir()) / "marag-bench-vectors"),
+                    help="where encoded vectors are kept between runs ('' = nowhere)")
     ap.add_argument("--threads", type=int, default=2, help="onnxruntime threads for MiniLM")
     ap.add_argument("--hnsw-m", type=int, default=32)
     ap.add_argument("--ef-construction", type=int, default=100)
-    ap.add_argument("--ef-search", type=int, default=64)
+    ap.add_argument("--ef-search", type=int, default=None, help="default: IndexConfig's")
+    ap.add_argument("--hnsw-ef", default="", help="efSearch values for the HNSW recall table, e.g. 16,32,64,128")
     ap.add_argument("--dataset", choices=sorted(DATASETS), help="measure recall on a shared dataset instead")
+    ap.add_argument("--long-chunks", default="truncate,windows",
+                    help="dense treatments of long chunks to compare in --dataset mode")
     ap.add_argument("--data-dir", default=None)
     ap.add_argument("--limit", type=int, default=0, help="questions to use in --dataset mode (0: all)")
     ap.add_argument("--chunk-size", type=int, default=512)
     ap.add_argument("--chunk-overlap", type=int, default=80)
     ap.add_argument("--progress", action="store_true", help="show progress bars")
     args = ap.parse_args(argv)
+    if args.ef_search is None:
+        from marag.index.config import IndexConfig
+
+        args.ef_search = IndexConfig().hnsw_ef_search
     if args.dataset:
         recall(args)
     else:

@@ -234,3 +234,64 @@ def test_threaded_batches_equal_one_thread(hotpot):
     assert [[(h.chunk_id, h.score) for h in hits] for hits in two.search_batch(many, k=5)] == [
         [(h.chunk_id, h.score) for h in hits] for hits in one.search_batch(many, k=5)
     ]
+
+
+def test_a_step_outside_any_trace_still_collects_its_searches(small):
+    from marag.trace import step
+
+    _, r = small
+    with step("searcher") as s:
+        hits = r.search("market", k=1)
+    assert [(c.query, c.hits[0]["chunk_id"]) for c in s.searches] == [("market", hits[0].chunk_id)]
+
+
+def test_scores_are_bm25s_scores_bit_for_bit(hotpot):
+    # Pruning reads terms in another order than bm25s; the hits it keeps must still carry
+    # exactly the scores bm25s itself computes (float32, query order).
+    chunks, queries = hotpot
+    retriever = BM25Retriever.from_chunks(chunks)
+    position = {c.id: i for i, c in enumerate(chunks)}
+    for query, hits in zip(queries, retriever.search_batch(queries, k=10)):
+        ids = retriever.model.get_tokens_ids(tokenize([query])[0])
+        raw_docs, raw_scores = retriever.model.retrieve([ids], k=10, show_progress=False)
+        raw = sorted(zip(raw_scores[0].tolist(), raw_docs[0].tolist()), key=lambda sd: (-sd[0], sd[1]))
+        raw = [(s, d) for s, d in raw if s > 0]
+        assert [(h.score, position[h.chunk_id]) for h in hits] == raw
+
+
+def pruning_corpus() -> list[Chunk]:
+    """Every chunk holds the common words; a few also hold rarer ones, at different
+    lengths, so scores spread and some tie (copies)."""
+    rng = np.random.default_rng(7)
+    common = ["river", "water", "bridge", "city", "north"]
+    rare = ["zephyr", "quartz", "obsidian", "marmot"]
+    texts = []
+    for i in range(400):
+        words = list(rng.choice(common, size=int(rng.integers(3, 12))))
+        if i % 7 == 0:
+            words += list(rng.choice(rare, size=int(rng.integers(1, 3))))
+        texts.append(" ".join(words))
+    texts += texts[:40]  # exact copies at later positions
+    return make_chunks(texts)
+
+
+@pytest.mark.parametrize("k", [1, 3, 10, 40])
+def test_pruned_search_equals_the_reference_and_skips_postings(k):
+    chunks = pruning_corpus()
+    retriever = BM25Retriever.from_chunks(chunks, k1=K1, b=B)
+    doc_tokens = tokenize([index_text(c) for c in chunks])
+    queries = [
+        "zephyr river water",  # one rare term decides; the common ones only reorder
+        "quartz obsidian bridge city north",
+        "river water bridge",  # only common terms: nothing to prune
+        "marmot marmot river",  # a repeated term counts twice, as in bm25s
+    ]
+    ranked, work = retriever.rank_counted(queries, k)
+    position = {c.id: i for i, c in enumerate(chunks)}
+    for query, hits in zip(queries, retriever.search_batch(queries, k=k)):
+        ref = reference_scores(doc_tokens, tokenize([query])[0], K1, B)
+        assert [position[h.chunk_id] for h in hits] == reference_top(ref, k), query
+    read, total = work[:, 0], work[:, 1]
+    assert (read <= total).all()
+    if k <= 10:  # fewer chunks hold the rare terms than 40: then nothing can be skipped
+        assert read[0] < total[0] and read[1] < total[1]

@@ -87,87 +87,207 @@ def drain(keys, pos, size, out_pos):
         sift_down(keys, pos, size, 0)
 
 
+# -- BM25 ---------------------------------------------------------------------------------
+#
+# Dynamic pruning (MaxScore): a query's terms are read in decreasing order of their best
+# score in any chunk. Once the `want`-th best partial sum exceeds what all remaining terms
+# could add together, chunks not seen yet cannot reach the top: the remaining terms, the
+# common low-idf ones with the longest posting lists, then only add to the few candidates
+# left (binary searches, or one pass with the candidates flagged).
+#
+# Partial sums in that order may differ from bm25s's sums (query order, float32) in the
+# last bits, so the final candidates near the cut are re-scored term by term in query
+# order, which reproduces bm25s's scores bit for bit; the order and the ties by position
+# are decided on those. A chunk is only pruned when its bound is below the threshold by a
+# relative margin (`slack`) of four times the rounding error float32 sums of the query's
+# terms can have in any order, so nothing that could tie the last kept chunk is lost.
+
+
 @jit
-def select_touched(touched, n_touched, values, allowed, want, heap_keys, heap_pos, out_pos, out_scores):
-    """Best `want` of the chunks touched[:n_touched] by values[c] (> 0 only)."""
+def term_maxima(data, indptr):
+    """Each term's largest score over its postings (0 for a term without any)."""
+    out = np.zeros(len(indptr) - 1, np.float64)
+    for t in range(len(out)):
+        for j in range(indptr[t], indptr[t + 1]):
+            if data[j] > out[t]:
+                out[t] = data[j]
+    return out
+
+
+@jit
+def add_term(term, data, indptr, indices, allowed, acc, touched, n_touched):
+    """Add a term's scores to every chunk it occurs in (that may be returned); chunks
+    seen for the first time are appended to `touched`. Scores are > 0, so a zero sum
+    means "first time"; appending unconditionally and advancing the count by that test
+    avoids a branch the CPU would mispredict half the time. Returns (count, best sum)."""
+    best = 0.0
+    for j in range(indptr[term], indptr[term + 1]):
+        d = indices[j]
+        if allowed[d]:
+            v = acc[d]
+            touched[n_touched] = d
+            n_touched += v == 0
+            v += data[j]
+            acc[d] = v
+            best = max(best, v)
+    return n_touched, best
+
+
+@jit
+def kth_of(acc, items, n_items, want, heap_keys, heap_pos):
+    """The `want`-th largest of acc[items[:n_items]] (0 when there are fewer)."""
+    if n_items < want:
+        return 0.0
     size = 0
+    for i in range(n_items):
+        v = acc[items[i]]
+        if size < want:
+            size = offer(heap_keys, heap_pos, size, want, v, items[i])
+        elif v > heap_keys[0]:
+            heap_keys[0] = v
+            heap_pos[0] = items[i]
+            sift_down(heap_keys, heap_pos, size, 0)
+    return heap_keys[0]
+
+
+@jit
+def keep_at_least(items, n_items, acc, floor, kept):
+    """Copy, in order, the items whose partial sum is >= floor into `kept` (which may be
+    `items` itself); returns how many."""
+    n = 0
+    for i in range(n_items):
+        if acc[items[i]] >= floor:
+            kept[n] = items[i]
+            n += 1
+    return n
+
+
+@jit
+def add_term_to(term, cand, n_cand, data, indptr, indices, acc, is_cand):
+    """Add a term's scores to the candidates only. Few candidates: sort them (they stay
+    sorted) and binary-search each in the posting list; many: flag them and pass along
+    the list once. Returns the postings read."""
+    lo, hi = indptr[term], indptr[term + 1]
+    if n_cand * np.log2(hi - lo + 2) < hi - lo:
+        cand[:n_cand] = np.sort(cand[:n_cand])
+        postings = indices[lo:hi]
+        found = np.searchsorted(postings, cand[:n_cand])
+        for i in range(n_cand):
+            j = found[i]
+            if j < hi - lo and postings[j] == cand[i]:
+                acc[cand[i]] += data[lo + j]
+        return n_cand
+    for i in range(n_cand):
+        is_cand[cand[i]] = True
+    for j in range(lo, hi):
+        if is_cand[indices[j]]:
+            acc[indices[j]] += data[j]
+    for i in range(n_cand):
+        is_cand[cand[i]] = False
+    return hi - lo
+
+
+@jit
+def bm25s_score(terms, d, data, indptr, indices):
+    """Chunk d's score exactly as bm25s computes it: float32, terms in query order."""
+    total = np.float32(0.0)
+    for t in terms:
+        lo, hi = indptr[t], indptr[t + 1]
+        j = np.searchsorted(indices[lo:hi], d)
+        if j < hi - lo and indices[lo + j] == d:
+            total += data[lo + j]
+    return total
+
+
+@jit
+def finish(terms, cand, n_cand, acc, want, slack, data, indptr, indices, near, out_pos, out_scores):
+    """The best `want` candidates: those near or above the cut (copied into `near`) are
+    re-scored as bm25s scores them, then ranked by that score and position."""
+    keys, pos = np.empty(want, acc.dtype), np.empty(want, np.int64)
+    cut = kth_of(acc, cand, n_cand, want, keys, pos) * (1 - slack)
+    n_near = keep_at_least(cand, n_cand, acc, cut, near)
+    exact_keys = np.empty(want, np.float32)
+    size = 0
+    for i in range(n_near):
+        d = near[i]
+        size = offer(exact_keys, pos, size, want, bm25s_score(terms, d, data, indptr, indices), d)
+    drain(exact_keys, pos, size, out_pos)
+    for j in range(size):
+        out_scores[j] = bm25s_score(terms, out_pos[j], data, indptr, indices)
+    return size
+
+
+@jit
+def bm25_query(
+    terms, want, data, indptr, indices, allowed, term_max, acc, touched, cand, is_cand, out_pos, out_scores
+):
+    """One query's best `want` chunks into out_pos/out_scores; returns (how many,
+    postings read). `acc` and `is_cand` come in all zero and are left so."""
+    m = len(terms)
+    order = np.argsort(-term_max[terms], kind="mergesort")
+    remaining = np.zeros(m + 1)  # remaining[i]: the most that terms order[i:] can add
+    for i in range(m - 1, -1, -1):
+        remaining[i] = remaining[i + 1] + term_max[terms[order[i]]]
+    slack = 4 * (m + 1) * 2.0**-24
+    keys, pos = np.empty(want, acc.dtype), np.empty(want, np.int64)
+    n_touched, best, theta, read, n_full = 0, 0.0, 0.0, 0, 0
+    while n_full < m:
+        # The want-th best partial sum can only beat the rest once the best one does.
+        if best > remaining[n_full] * (1 + slack):
+            theta = kth_of(acc, touched, n_touched, want, keys, pos)
+            if theta > remaining[n_full] * (1 + slack):
+                break  # chunks not seen yet cannot reach the top any more
+        term = terms[order[n_full]]
+        n_touched, term_best = add_term(term, data, indptr, indices, allowed, acc, touched, n_touched)
+        best = max(best, term_best)
+        read += indptr[term + 1] - indptr[term]
+        n_full += 1
+    if n_full == m:
+        size = finish(terms, touched, n_touched, acc, want, slack, data, indptr, indices, cand, out_pos, out_scores)
+    else:
+        # `touched` stays as it is: it says what to reset.
+        n = keep_at_least(touched, n_touched, acc, theta * (1 - slack) - remaining[n_full], cand)
+        for i in range(n_full, m):
+            read += add_term_to(terms[order[i]], cand, n, data, indptr, indices, acc, is_cand)
+            theta = max(theta, kth_of(acc, cand, n, want, keys, pos))
+            n = keep_at_least(cand, n, acc, theta * (1 - slack) - remaining[i + 1], cand)
+        size = finish(terms, cand, n, acc, want, slack, data, indptr, indices, cand, out_pos, out_scores)
     for i in range(n_touched):
-        c = touched[i]
-        v = values[c]
-        if v > 0 and allowed[c]:
-            size = offer(heap_keys, heap_pos, size, want, v, c)
-    drain(heap_keys, heap_pos, size, out_pos)
-    for j in range(size):
-        out_scores[j] = values[out_pos[j]]
-    return size
+        acc[touched[i]] = 0
+    return size, read
 
 
 @jit
-def select_all(values, allowed, want, heap_keys, heap_pos, out_pos, out_scores):
-    """Best `want` of all chunks by values[c] (> 0 only). Scanning in position order, a
-    later equal score never displaces a kept one, so most chunks cost one comparison."""
-    size = 0
-    for c in range(len(values)):
-        v = values[c]
-        if size == want:
-            # Kept scores are > 0, so this one comparison also rejects zeros.
-            if v > heap_keys[0] and allowed[c]:
-                heap_keys[0] = v
-                heap_pos[0] = c
-                sift_down(heap_keys, heap_pos, size, 0)
-        elif v > 0 and allowed[c]:
-            size = offer(heap_keys, heap_pos, size, want, v, c)
-    drain(heap_keys, heap_pos, size, out_pos)
-    for j in range(size):
-        out_scores[j] = values[out_pos[j]]
-    return size
-
-
-@jit
-def bm25_topk(flat_ids, pointers, want, data, indptr, indices, num_docs, allowed):
-    """BM25 scores summed term by term in float32 exactly as bm25s sums them (same
-    order, same precision, so the same bits); then the best `want` with a score > 0."""
+def bm25_topk(flat_ids, pointers, want, data, indptr, indices, num_docs, allowed, term_max):
+    """Each query's best `want` chunks with a score > 0 (see the section comment), and
+    per query (postings read, postings its terms have)."""
     n_queries = len(pointers) - 1
     out_pos = np.full((n_queries, want), -1, np.int64)
-    out_scores = np.zeros((n_queries, want), data.dtype)
+    out_scores = np.zeros((n_queries, want), np.float32)
     counts = np.zeros(n_queries, np.int64)
+    work = np.zeros((n_queries, 2), np.int64)
     acc = np.zeros(num_docs, data.dtype)
-    seen = np.zeros(num_docs, np.bool_)
-    touched = np.empty(num_docs, np.int64)
-    heap_keys = np.empty(want, data.dtype)
-    heap_pos = np.empty(want, np.int64)
+    touched = np.empty(num_docs + 1, np.int64)  # + 1: add_term writes one past the count
+    cand = np.empty(num_docs, np.int64)
+    is_cand = np.zeros(num_docs, np.bool_)
     for q in range(n_queries):
-        postings = 0
-        for t in range(pointers[q], pointers[q + 1]):
-            postings += indptr[flat_ids[t] + 1] - indptr[flat_ids[t]]
-        if postings * 4 > num_docs:
-            # Common terms touch much of the corpus: a plain pass over every chunk is
-            # cheaper than tracking which ones were touched.
-            for t in range(pointers[q], pointers[q + 1]):
-                term = flat_ids[t]
-                for j in range(indptr[term], indptr[term + 1]):
-                    acc[indices[j]] += data[j]
-            counts[q] = select_all(acc, allowed, want, heap_keys, heap_pos, out_pos[q], out_scores[q])
-            acc[:] = 0
-            continue
-        # Rare terms on a large corpus: touch, score and reset only their chunks.
-        n_touched = 0
-        for t in range(pointers[q], pointers[q + 1]):
-            term = flat_ids[t]
-            for j in range(indptr[term], indptr[term + 1]):
-                d = indices[j]
-                if not seen[d]:
-                    seen[d] = True
-                    touched[n_touched] = d
-                    n_touched += 1
-                acc[d] += data[j]
-        counts[q] = select_touched(
-            touched, n_touched, acc, allowed, want, heap_keys, heap_pos, out_pos[q], out_scores[q]
-        )
-        for i in range(n_touched):
-            acc[touched[i]] = 0
-            seen[touched[i]] = False
-    return out_pos, out_scores, counts
+        terms = flat_ids[pointers[q] : pointers[q + 1]]
+        for t in terms:
+            work[q, 1] += indptr[t + 1] - indptr[t]
+        if len(terms) > 0:
+            counts[q], work[q, 0] = bm25_query(
+                terms, want, data, indptr, indices, allowed, term_max, acc, touched, cand, is_cand, out_pos[q], out_scores[q]
+            )
+    return out_pos, out_scores, counts, work
+
+
+@jit
+def best_window(row, starts, c):
+    best = row[starts[c]]
+    for w in range(starts[c] + 1, starts[c + 1]):
+        if row[w] > best:
+            best = row[w]
+    return best
 
 
 @jit
@@ -177,6 +297,7 @@ def dense_topk(scores, starts, want):
     position. Non-finite scores are never returned."""
     n_rows = scores.shape[0]
     n_chunks = len(starts) - 1
+    one_each = scores.shape[1] == n_chunks  # then window c is chunk c
     want = min(want, n_chunks)
     out_pos = np.full((n_rows, want), -1, np.int64)
     out_scores = np.zeros((n_rows, want), scores.dtype)
@@ -187,20 +308,20 @@ def dense_topk(scores, starts, want):
         row = scores[r]
         size = 0
         for c in range(n_chunks):
-            best = row[starts[c]]
-            for w in range(starts[c] + 1, starts[c + 1]):
-                if row[w] > best:
-                    best = row[w]
-            if np.isfinite(best):
-                size = offer(heap_keys, heap_pos, size, want, best, c)
+            v = row[c] if one_each else best_window(row, starts, c)
+            if size == want:
+                # Chunks come in position order, so an equal score never displaces a
+                # kept one: one comparison rejects almost every chunk.
+                if v > heap_keys[0] and v < np.inf:
+                    heap_keys[0] = v
+                    heap_pos[0] = c
+                    sift_down(heap_keys, heap_pos, size, 0)
+            elif np.isfinite(v):
+                size = offer(heap_keys, heap_pos, size, want, v, c)
         drain(heap_keys, heap_pos, size, out_pos[r])
         for j in range(size):
             p = out_pos[r, j]
-            best = row[starts[p]]
-            for w in range(starts[p] + 1, starts[p + 1]):
-                if row[w] > best:
-                    best = row[w]
-            out_scores[r, j] = best
+            out_scores[r, j] = row[p] if one_each else best_window(row, starts, p)
         counts[r] = size
     return out_pos, out_scores, counts
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import re
 import threading
+from itertools import accumulate
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
@@ -45,7 +46,7 @@ def _stopwords() -> frozenset[str]:
 
 class _Analyzer:
     """Tokeniser shared by indexing and querying. PyStemmer objects are not thread-safe,
-    so stemming holds a lock (it is a small part of the cost)."""
+    so stemming holds a lock."""
 
     def __init__(self) -> None:
         import Stemmer
@@ -55,26 +56,37 @@ class _Analyzer:
         self._lock = threading.Lock()
 
     def __call__(self, texts: Sequence[str]) -> list[list[str]]:
-        out = []
-        for text in texts:
-            words = [w for w in _TOKEN.findall(text.lower()) if w not in self._stop]
-            with self._lock:
-                out.append(self._stemmer.stemWords(words))
-        return out
+        stems, lengths = self.flat(texts)
+        ends = list(accumulate(lengths))
+        return [stems[end - n : end] for end, n in zip(ends, lengths)]
+
+    def flat(self, texts: Sequence[str]) -> tuple[list[str], list[int]]:
+        """Every text's tokens in one list, and how many each text has: the stemmer is
+        called (and its lock taken) once per batch rather than once per text."""
+        stop = self._stop
+        words = [[w for w in _TOKEN.findall(text.lower()) if w not in stop] for text in texts]
+        flat = [w for ws in words for w in ws]
+        with self._lock:
+            stems = self._stemmer.stemWords(flat)
+        return stems, [len(ws) for ws in words]
 
 
 _analyzer: _Analyzer | None = None
 _analyzer_lock = threading.Lock()
 
 
-def tokenize(texts: Sequence[str]) -> list[list[str]]:
-    """Tokens of each text, exactly as the BM25 index sees them."""
+def analyzer() -> _Analyzer:
     global _analyzer
     if _analyzer is None:
         with _analyzer_lock:
             if _analyzer is None:
                 _analyzer = _Analyzer()
-    return _analyzer(texts)
+    return _analyzer
+
+
+def tokenize(texts: Sequence[str]) -> list[list[str]]:
+    """Tokens of each text, exactly as the BM25 index sees them."""
+    return analyzer()(texts)
 
 
 class BM25Retriever(BaseRetriever):
@@ -95,6 +107,7 @@ class BM25Retriever(BaseRetriever):
         self.model = model
         self.n_threads = n_threads
         self._allowed_arr: np.ndarray | None = None
+        self._term_max_arr: np.ndarray | None = None  # shared by restricted copies once made
 
     @property
     def k1(self) -> float:
@@ -191,21 +204,23 @@ class BM25Retriever(BaseRetriever):
 
     # -- search ---------------------------------------------------------------------------
     def _rank(self, queries: list[str], want: int) -> Ranked:
+        return self.rank_counted(queries, want)[0]
+
+    def rank_counted(self, queries: list[str], want: int) -> tuple[Ranked, np.ndarray]:
+        """`_rank`, plus per query (postings read, postings its terms have): how much
+        dynamic pruning saved (see marag.index._kernels)."""
         from marag.index import _kernels
 
-        vocab = self.model.vocab_dict
-        # Repeated query terms count once per occurrence, as in bm25s; unknown terms
-        # score nothing, and a query without a known term has no hits.
-        ids = [[vocab[t] for t in toks if t in vocab] for toks in tokenize(queries)]
-        pointers = np.zeros(len(ids) + 1, dtype=np.int64)
-        np.cumsum([len(q) for q in ids], out=pointers[1:])
-        flat = np.fromiter((t for q in ids for t in q), dtype=np.int64, count=int(pointers[-1]))
+        flat, pointers = self._query_terms(queries)
         want = max(1, min(want, self._num_docs))
         scores = self.model.scores
-        args = (want, scores["data"], scores["indptr"], scores["indices"], self._num_docs, self._mask())
-        parts = self._split(len(ids))
+        args = (
+            want, scores["data"], scores["indptr"], scores["indices"], self._num_docs, self._mask(), self._term_max()
+        )
+        parts = self._split(len(queries))
         if len(parts) == 1:
-            return Ranked(*_kernels.bm25_topk(flat, pointers, *args))
+            *ranked, work = _kernels.bm25_topk(flat, pointers, *args)
+            return Ranked(*ranked), work
         # The kernel releases the GIL, so slices of one batch run on several cores.
         from concurrent.futures import ThreadPoolExecutor
 
@@ -214,8 +229,30 @@ class BM25Retriever(BaseRetriever):
             return _kernels.bm25_topk(flat, pointers[a : b + 1], *args)
 
         with ThreadPoolExecutor(len(parts)) as pool:
-            outs = list(pool.map(run, parts))
-        return Ranked(*(np.concatenate(arrays) for arrays in zip(*outs)))
+            *ranked, work = (np.concatenate(arrays) for arrays in zip(*pool.map(run, parts)))
+        return Ranked(*ranked), work
+
+    def _term_max(self) -> np.ndarray:
+        """Each term's best score in any chunk: the bounds that dynamic pruning needs."""
+        if self._term_max_arr is None:
+            from marag.index import _kernels
+
+            scores = self.model.scores
+            self._term_max_arr = _kernels.term_maxima(scores["data"], scores["indptr"])
+        return self._term_max_arr
+
+    def _query_terms(self, queries: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        """Term ids of all queries in one array, query i's at flat[pointers[i]:pointers[i+1]].
+        Repeated terms count once per occurrence, as in bm25s; unknown terms score
+        nothing, and a query without a known term has no hits."""
+        stems, lengths = analyzer().flat(queries)
+        lookup = self.model.vocab_dict.get
+        ids = np.fromiter((lookup(t, -1) for t in stems), dtype=np.int64, count=len(stems))
+        known = ids >= 0
+        per_query = np.bincount(np.repeat(np.arange(len(queries)), lengths)[known], minlength=len(queries))
+        pointers = np.zeros(len(queries) + 1, dtype=np.int64)
+        np.cumsum(per_query, out=pointers[1:])
+        return ids[known], pointers
 
     def _split(self, n: int) -> list[tuple[int, int]]:
         parts = max(1, min(self.n_threads, n // 64))  # small batches are not worth a thread

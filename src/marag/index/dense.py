@@ -145,7 +145,7 @@ class DenseRetriever(BaseRetriever):
         ef_search: int = DEFAULT_EF_SEARCH,
         expected_model_sha256: str | None = None,
         name: str | None = None,
-        query_block: int = 64,
+        query_block: int | None = None,
         starts: np.ndarray | None = None,
         windowing: dict[str, Any] | None = None,
     ):
@@ -162,7 +162,9 @@ class DenseRetriever(BaseRetriever):
         self.ann = ann
         self.hnsw = hnsw
         self.ef_search = ef_search
-        self.query_block = query_block
+        # Queries per matrix product: big blocks make the product efficient, and the
+        # score block (queries x windows, float32) is held to ~32 MB.
+        self.query_block = query_block or int(np.clip(8_000_000 // max(1, vectors.shape[0]), 16, 1024))
         self._expected_sha = expected_model_sha256
         # Shared by restricted copies (copy.copy keeps the reference), so many
         # collection retrievers load one embedding model, not one each.
@@ -170,6 +172,7 @@ class DenseRetriever(BaseRetriever):
         if self._slot.embedder is not None:
             self._check_embedder(self._slot.embedder)
         self._owner: np.ndarray | None = None  # window -> chunk, for HNSW results
+        self._search_params: dict[int, Any] = {}  # efSearch -> faiss parameters
         self._rows: np.ndarray | None = None
         self._sub: tuple[np.ndarray, np.ndarray] | None = None
         self._sub_lock = threading.Lock()
@@ -369,39 +372,39 @@ class DenseRetriever(BaseRetriever):
         if self.hnsw is not None and self._rows is None:
             return self._rank_hnsw(q, want)
         matrix, starts = self._view()
-        parts = [
-            _kernels.dense_topk(q[a : a + self.query_block] @ matrix.T, starts, want)
-            for a in range(0, len(q), self.query_block)
-        ]
-        positions, scores, counts = (np.concatenate(arrays) for arrays in zip(*parts))
-        if self._rows is not None and positions.size:
-            positions = np.where(positions >= 0, self._rows[positions], -1)
-        return Ranked(positions, scores, counts)
+        block = self.query_block
+        parts = [_kernels.dense_topk(q[a : a + block] @ matrix.T, starts, want) for a in range(0, len(q), block)]
+        ranked = Ranked(*parts[0]) if len(parts) == 1 else Ranked(*map(np.concatenate, zip(*parts)))
+        if self._rows is not None and ranked.positions.size:
+            positions = np.where(ranked.positions >= 0, self._rows[ranked.positions], -1)
+            ranked = ranked._replace(positions=positions)
+        return ranked
 
     def _rank_hnsw(self, q: np.ndarray, want: int) -> Ranked:
         """Chunks from the graph's best windows. Several windows of one chunk can fill the
         candidate list, so rows left with fewer than `want` chunks ask again for twice as
         many windows, until every window has been asked for."""
-        from marag.index import _kernels
-
-        faiss = import_faiss()
         n_chunks, n_windows = len(self.chunks), self.vectors.shape[0]
         want = max(1, min(want, n_chunks))
-        if self._owner is None:
-            self._owner = np.repeat(np.arange(n_chunks, dtype=np.int64), np.diff(self.starts))
         fetch = min(n_windows, math.ceil(want * n_windows / n_chunks))
-        rows = np.arange(len(q))
-        out = Ranked(
-            np.full((len(q), want), -1, np.int64), np.zeros((len(q), want), np.float32), np.zeros(len(q), np.int64)
-        )
-        while rows.size:
-            params = faiss.SearchParametersHNSW(efSearch=max(self.ef_search, fetch))
-            dist, ids = self.hnsw.search(q[rows], fetch, params=params)
-            got = _kernels.pool_candidates(ids, dist, self._owner, n_chunks, want)
-            for field, value in zip(out, got):
-                field[rows] = value
-            if fetch >= n_windows:
-                break
-            rows = rows[got[2] < want]
+        ranked = Ranked(*self._hnsw_chunks(q, fetch, want))
+        short = np.flatnonzero(ranked.counts < want)
+        while short.size and fetch < n_windows:
             fetch = min(n_windows, fetch * 2)
-        return out
+            again = self._hnsw_chunks(q[short], fetch, want)
+            for field, value in zip(ranked, again):
+                field[short] = value
+            short = short[again[2] < want]
+        return ranked
+
+    def _hnsw_chunks(self, q: np.ndarray, fetch: int, want: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        from marag.index import _kernels
+
+        if self._owner is None:
+            self._owner = np.repeat(np.arange(len(self.chunks), dtype=np.int64), np.diff(self.starts))
+        ef = max(self.ef_search, fetch)
+        params = self._search_params.get(ef)
+        if params is None:  # made once per efSearch value: building one costs ~10 us
+            params = self._search_params[ef] = import_faiss().SearchParametersHNSW(efSearch=ef)
+        dist, ids = self.hnsw.search(q, fetch, params=params)
+        return _kernels.pool_candidates(ids, dist, self._owner, len(self.chunks), want)
