@@ -10,7 +10,8 @@ the same vectors, in one run, as queries/s and ratios (marag / raw; 1.0 = no cos
   vectors is noted beside it. Query vectors are computed beforehand and handed to both
   sides (marag through a lookup embedder): the embedding model's time is not the
   wrapper's.
-- dense HNSW: DenseRetriever(ann="hnsw") vs the same faiss graph searched directly.
+- dense HNSW: DenseRetriever(ann="hnsw") vs a faiss graph searched directly. marag stores
+  a passage that occurs several times once; the raw graph holds every chunk's vector.
 - hybrid: marag's fused search vs the sum of raw BM25 and raw exact search, both asked
   for the hybrid's depth (it needs that many candidates from each).
 
@@ -54,7 +55,8 @@ from typing import Callable
 import numpy as np
 
 from marag.corpus.models import Chunk
-from marag.index.dense import DenseRetriever, build_hnsw
+from marag.index.bm25 import BM25Retriever
+from marag.index.dense import DenseRetriever, Layout, build_hnsw
 from marag.index.embed import get_embedder
 from marag.index.hybrid import HybridRetriever
 from marag.index.traced import index_text
@@ -171,8 +173,11 @@ def synthetic(passages: int, seed: int, vocab_size: int = 50_000) -> list[Chunk]
 
 
 # -- vectors ------------------------------------------------------------------------------------
-def cached_vectors(embedder_name: str, texts: list[str], cache: Path | None, windows: bool = False):
-    """(vectors, starts) of `texts`, from the cache directory when encoded before."""
+def cached_vectors(
+    embedder_name: str, texts: list[str], cache: Path | None, windows: bool = False, progress: bool = False
+):
+    """(vectors, windows) of `texts` (text i's vectors are rows windows[i]..windows[i+1]-1),
+    from the cache directory when encoded before."""
     key = hashlib.sha256("\x00".join([embedder_name, str(windows), *texts]).encode()).hexdigest()[:24]
     path = cache / f"{embedder_name}-{key}.npz" if cache else None
     if path and path.is_file():
@@ -180,9 +185,9 @@ def cached_vectors(embedder_name: str, texts: list[str], cache: Path | None, win
         return saved["vectors"], saved["starts"]
     embedder = get_embedder(embedder_name)
     if windows and hasattr(embedder, "embed_windows"):
-        vectors, starts = embedder.embed_windows(texts, overlap=32, progress=True)
+        vectors, starts = embedder.embed_windows(texts, overlap=32, progress=progress)
     else:
-        vectors, starts = embedder.embed(texts, progress=True), np.arange(len(texts) + 1)
+        vectors, starts = embedder.embed(texts, progress=progress), np.arange(len(texts) + 1)
     if path:
         path.parent.mkdir(parents=True, exist_ok=True)
         np.savez(path, vectors=vectors, starts=starts)
@@ -217,9 +222,9 @@ class RawBM25:
         tokens = bm25s.tokenize([index_text(c) for c in chunks], stopwords="en", stemmer=self.stemmer, show_progress=False)
         self.model.index(tokens, show_progress=False)
 
-    def search(self, queries: list[str], k: int):
+    def search(self, queries: list[str], k: int, threads: int = 1):
         tokens = self._bm25s.tokenize(queries, stopwords="en", stemmer=self.stemmer, show_progress=False, return_ids=False)
-        return self.model.retrieve(tokens, k=k, show_progress=False, n_threads=1)
+        return self.model.retrieve(tokens, k=k, show_progress=False, n_threads=threads)
 
 
 class RawExact:
@@ -329,10 +334,12 @@ class Corpus:
 
 
 def corpora(args: argparse.Namespace) -> list[Corpus]:
-    names = args.corpora.split(",")
+    names = [n for n in args.corpora.split(",") if n]
     unknown = set(names) - {"pools", "pools-dup", "tiled", "tiled-dup", "synthetic"}
     if unknown:
         raise SystemExit(f"unknown corpora {sorted(unknown)}")
+    if not names:
+        return []
     pool, queries = pools(args.data_dir)
     texts = [index_text(c) for c in pool]
     out = []
@@ -372,24 +379,36 @@ def speed_corpus(corpus: Corpus, args, work: Path, cache: Path | None) -> list[R
     build_s = time.perf_counter() - t0
     raw_bm25 = RawBM25(index.chunks, bm25.k1, bm25.b)
     queries = corpus.queries
+    postings = bm25.rank_counted(queries, K)[1].sum(axis=0)
     rows = [
         measure(corpus, "bm25", bm25, raw_bm25.name, lambda s: raw_bm25.search(queries[s], K), args,
-                f"built via build_index in {build_s:.0f}s")
+                f"built via build_index in {build_s:.0f}s; pruning read {postings[0] / postings[1]:.0%} of the postings")
     ]
-    unique_vectors, _ = cached_vectors(corpus.embedder, corpus.unique_texts, cache)
-    vectors = np.ascontiguousarray(unique_vectors[corpus.which])
-    qvecs, _ = cached_vectors(corpus.embedder, queries, cache)
+    if args.bm25_threads > 1:
+        n = args.bm25_threads
+        threaded = BM25Retriever(index.chunks, bm25.model, n_threads=n)
+        rows.append(
+            measure(corpus, f"bm25, {n} threads", threaded, f"{raw_bm25.name}, {n} threads",
+                    lambda s: raw_bm25.search(queries[s], K, threads=n), args,
+                    "threads split a batch; single queries run as above")
+        )
+    unique_vectors, _ = cached_vectors(corpus.embedder, corpus.unique_texts, cache, progress=args.progress)
+    vectors = np.ascontiguousarray(unique_vectors[corpus.which])  # what a raw engine indexes: one per chunk
+    qvecs, _ = cached_vectors(corpus.embedder, queries, cache, progress=args.progress)
     lookup = LookupEmbedder(queries, qvecs)
-    exact = DenseRetriever(index.chunks, vectors, lookup)
+    # marag stores each distinct text's vector once (see marag.index.dense).
+    layout = Layout(np.arange(len(unique_vectors) + 1), corpus.which)
+    exact = DenseRetriever(index.chunks, unique_vectors, lookup, layout=layout)
     raw_exact = RawExact(vectors, exact.query_block)
-    emb_note = f"{corpus.embedder} {vectors.shape[1]}d vectors, query encoding excluded" + faiss_flat_note(
-        vectors, qvecs, args.repeats, min(len(queries), args.single_queries)
-    )
+    emb_note = (
+        f"{corpus.embedder} {vectors.shape[1]}d; marag holds {len(unique_vectors):,} distinct vectors, "
+        f"raw all {len(vectors):,}; query encoding excluded"
+    ) + faiss_flat_note(vectors, qvecs, args.repeats, min(len(queries), args.single_queries))
     rows.append(
         measure(corpus, "dense exact", exact, raw_exact.name, lambda s: raw_exact.search(qvecs[s], K), args, emb_note)
     )
     if importlib.util.find_spec("faiss"):
-        rows.append(hnsw_row(corpus, exact, vectors, lookup, qvecs, args))
+        rows.append(hnsw_row(corpus, exact, vectors, qvecs, args))
     hybrid = HybridRetriever({"bm25": bm25, "dense": exact})
     depth = hybrid.depth
 
@@ -403,27 +422,33 @@ def speed_corpus(corpus: Corpus, args, work: Path, cache: Path | None) -> list[R
     return rows
 
 
-def hnsw_row(corpus: Corpus, exact: DenseRetriever, vectors, lookup, qvecs, args) -> Row:
+def hnsw_row(corpus: Corpus, exact: DenseRetriever, vectors: np.ndarray, qvecs: np.ndarray, args) -> Row:
+    """marag's graph (over its distinct vectors) vs a faiss graph over every chunk's vector,
+    as a raw faiss user would build it; recall counts a hit whose exact score ties the
+    k-th best as found, since copies of a passage are interchangeable."""
     t0 = time.perf_counter()
-    graph = build_hnsw(vectors, m=args.hnsw_m, ef_construction=args.ef_construction)
+    graph = build_hnsw(exact.vectors, m=args.hnsw_m, ef_construction=args.ef_construction)
     graph_s = time.perf_counter() - t0
-    hnsw = DenseRetriever(exact.chunks, vectors, lookup, ann="hnsw", hnsw=graph, ef_search=args.ef_search)
-    raw = RawHNSW(graph, args.ef_search)
-    recall = hnsw_recall(exact, hnsw, corpus.queries)
+    hnsw = DenseRetriever(
+        exact.chunks, exact.vectors, exact.embedder, ann="hnsw", hnsw=graph, ef_search=args.ef_search,
+        layout=exact.layout,
+    )
+    raw_graph = graph if len(vectors) == len(exact.vectors) else build_hnsw(vectors, args.hnsw_m, args.ef_construction)
+    raw = RawHNSW(raw_graph, args.ef_search)
+    kth = np.array([hits[-1].score for hits in exact.search_batch(corpus.queries, k=K)])
+    marag_scores = [[h.score for h in hits] for hits in hnsw.search_batch(corpus.queries, k=K)]
+    raw_scores = raw.search(qvecs, K)[0]
     note = (
-        f"M={args.hnsw_m}, efC={args.ef_construction}, efS={args.ef_search}; graph {graph_s:.0f}s; "
-        f"recall@10 vs exact {recall:.3f}"
+        f"M={args.hnsw_m}, efC={args.ef_construction}, efS={args.ef_search}; marag graph {graph_s:.0f}s; "
+        f"recall@10 vs exact: marag {tied_recall(marag_scores, kth).mean():.3f}, raw {tied_recall(raw_scores, kth).mean():.3f}"
     )
     return measure(corpus, "dense HNSW", hnsw, raw.name, lambda s: raw.search(qvecs[s], K), args, note)
 
 
-def hnsw_recall(exact: DenseRetriever, hnsw: DenseRetriever, queries: list[str], k: int = K) -> float:
-    """Share of exact search's top-k chunks that HNSW returns in its top-k."""
-    found = [
-        len({h.chunk_id for h in e} & {h.chunk_id for h in a}) / max(1, len(e))
-        for e, a in zip(exact.search_batch(queries, k=k), hnsw.search_batch(queries, k=k))
-    ]
-    return float(np.mean(found))
+def tied_recall(scores, kth: np.ndarray) -> np.ndarray:
+    """Per query, the share of the k returned hits that score at least the exact k-th
+    best (with a little float slack)."""
+    return np.array([np.sum(np.asarray(s[:K]) >= t - 1e-5) / K for s, t in zip(scores, kth)])
 
 
 # -- HNSW recall on real MiniLM vectors ---------------------------------------------------------------
@@ -436,10 +461,13 @@ def hnsw_sweep(args, cache: Path | None) -> None:
         c, q = load_pool(name, args.data_dir)
         chunks += renamed(c, name)
         queries += q
-    vectors, starts = cached_vectors("minilm", [index_text(c) for c in chunks], cache, windows=True)
-    qvecs, _ = cached_vectors("minilm", queries, cache)
+    vectors, windows = cached_vectors(
+        "minilm", [index_text(c) for c in chunks], cache, windows=True, progress=args.progress
+    )
+    qvecs, _ = cached_vectors("minilm", queries, cache, progress=args.progress)
     lookup = LookupEmbedder(queries, qvecs)
-    exact = DenseRetriever(chunks, vectors, lookup, starts=starts)
+    layout = Layout(windows, np.arange(len(chunks)))
+    exact = DenseRetriever(chunks, vectors, lookup, layout=layout)
     graph = build_hnsw(vectors, m=args.hnsw_m, ef_construction=args.ef_construction)
     print(
         f"\n## HNSW recall@{K} against exact search: MiniLM vectors of the four shared pools "
@@ -448,14 +476,31 @@ def hnsw_sweep(args, cache: Path | None) -> None:
     )
     print("| efSearch | recall@10 | worst query | batch q/s |")
     print("|---:|---:|---:|---:|")
+    kth = np.array([hits[-1].score for hits in exact.search_batch(queries, k=K)])
     for ef in (int(x) for x in args.hnsw_ef.split(",")):
-        hnsw = DenseRetriever(chunks, vectors, lookup, ann="hnsw", hnsw=graph, ef_search=ef, starts=starts)
-        per_query = [
-            len({h.chunk_id for h in e} & {h.chunk_id for h in a}) / max(1, len(e))
-            for e, a in zip(exact.search_batch(queries, k=K), hnsw.search_batch(queries, k=K))
-        ]
+        hnsw = DenseRetriever(chunks, vectors, lookup, ann="hnsw", hnsw=graph, ef_search=ef, layout=layout)
+        per_query = tied_recall([[h.score for h in hits] for hits in hnsw.search_batch(queries, k=K)], kth)
         qps = len(queries) / best_time(lambda: hnsw.search_batch(queries, k=K), args.repeats)
         print(f"| {ef} | {np.mean(per_query):.4f} | {min(per_query):.1f} | {qps:,.0f} |", flush=True)
+
+
+def print_speed_table(rows: list[Row], n_queries: int, args, seconds: float) -> None:
+    print(
+        f"\n## Retrieval speed, marag vs the raw engine (k={K}, best of {args.repeats} runs, "
+        f"{os.cpu_count()} cores shared with other jobs, {seconds:.0f}s in all)\n"
+    )
+    print(
+        f"Queries: {n_queries} HotpotQA and NQ questions. single = one query per call (the first "
+        f"{min(n_queries, args.single_queries)}), batch = all of them in one call; ratio = marag / raw "
+        "(1.0: the wrapper costs nothing).\n"
+    )
+    print(
+        "| corpus | passages | retriever | raw engine | marag single q/s | raw single q/s | ratio | "
+        "marag batch q/s | raw batch q/s | ratio | notes |"
+    )
+    print("|---|---:|---|---|---:|---:|---:|---:|---:|---:|---|")
+    for r in rows:
+        print(format_row(r))
 
 
 def speed(args: argparse.Namespace) -> None:
@@ -471,22 +516,8 @@ def speed(args: argparse.Namespace) -> None:
             rows += speed_corpus(corpus, args, work, cache)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    print(
-        f"\n## Retrieval speed, marag vs the raw engine (k={K}, best of {args.repeats} runs, "
-        f"{os.cpu_count()} cores shared with other jobs, {time.perf_counter() - started:.0f}s in all)\n"
-    )
-    print(
-        f"Queries: {n_queries} HotpotQA and NQ questions. single = one query per call (the first "
-        f"{min(n_queries, args.single_queries)}), batch = all of them in one call; ratio = marag / raw "
-        "(1.0: the wrapper costs nothing).\n"
-    )
-    print(
-        "| corpus | passages | retriever | raw engine | marag single q/s | raw single q/s | ratio | "
-        "marag batch q/s | raw batch q/s | ratio | notes |"
-    )
-    print("|---|---:|---|---|---:|---:|---:|---:|---:|---:|---|")
-    for r in rows:
-        print(format_row(r))
+    if rows:
+        print_speed_table(rows, n_queries, args, time.perf_counter() - started)
     if args.hnsw_ef:
         hnsw_sweep(args, cache)
 
@@ -520,8 +551,8 @@ def recall_systems(work: Path, chunks, corpus, args) -> tuple[dict[str, object],
         if "bm25" not in systems:
             systems["bm25"] = idx.retriever("bm25")
         dense = idx.retriever("dense")
-        windows = idx.manifest["parts"]["dense"]["windowing"]
-        label = f"dense {emb_name}, {mode}" + (f" ({windows['windows']:,} windows)" if windows else "")
+        layout = idx.manifest["parts"]["dense"]["layout"]
+        label = f"dense {emb_name}, {mode} ({layout['vectors']:,} vectors)"
         systems[label] = dense
         # The hybrid needs members over the same chunk list to fuse arrays; over two
         # index directories they are equal lists, so it fuses their hits instead.
@@ -576,6 +607,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--cache-dir", default=str(Path(tempfile.gettempdir()) / "marag-bench-vectors"),
                     help="where encoded vectors are kept between runs ('' = nowhere)")
     ap.add_argument("--threads", type=int, default=2, help="onnxruntime threads for MiniLM")
+    ap.add_argument("--bm25-threads", type=int, default=2, help="also time BM25 batches split over this many threads")
     ap.add_argument("--hnsw-m", type=int, default=32)
     ap.add_argument("--ef-construction", type=int, default=100)
     ap.add_argument("--ef-search", type=int, default=None, help="default: IndexConfig's")

@@ -10,7 +10,7 @@ import pytest
 
 from marag.corpus.models import Chunk
 from marag.errors import IndexFormatError, MaragError
-from marag.index.dense import DenseRetriever
+from marag.index.dense import DenseRetriever, Layout
 from marag.index.embed import EMBEDDERS, Embedder, get_embedder, token_windows, verify_sha256
 from marag.trace import Trace, activate
 
@@ -214,11 +214,16 @@ def windowed(n_chunks: int, dim: int, seed: int) -> tuple[np.ndarray, np.ndarray
     return unit_rows(int(starts[-1]), dim, seed), starts
 
 
+def own_text(starts: np.ndarray) -> Layout:
+    """Every chunk its own text, with the windows `starts` gives it."""
+    return Layout(starts, np.arange(len(starts) - 1))
+
+
 def test_windowed_chunks_score_their_best_window():
     vectors, starts = windowed(300, 16, seed=5)
     queries = [f"q{i}" for i in range(10)]
     emb = TableEmbedder(16)
-    r = DenseRetriever(chunks_for(300), vectors, emb, starts=starts)
+    r = DenseRetriever(chunks_for(300), vectors, emb, layout=own_text(starts))
     for q, hits in zip(emb.embed(queries), r.search_batch(queries, k=10)):
         assert [int(h.doc_id[1:]) for h in hits] == brute_force_windows(vectors, starts, q, 10)
     # Restricted to a subset, windows still belong to their own chunks.
@@ -241,7 +246,7 @@ def test_a_later_window_finds_its_chunk_and_ties_stay_by_position():
     vectors[5] = vectors[2]
     starts = np.array([0, 3, 4, 6])
     emb = TableEmbedder(8, {"q": vectors[2]})
-    r = DenseRetriever(chunks_for(3), vectors, emb, starts=starts)
+    r = DenseRetriever(chunks_for(3), vectors, emb, layout=own_text(starts))
     hits = r.search("q", k=3)
     assert [h.chunk_id for h in hits[:2]] == ["d0#0", "d2#0"]  # equal best windows: by position
     assert hits[0].score == pytest.approx(1.0, abs=1e-5) and hits[1].score == hits[0].score
@@ -250,9 +255,11 @@ def test_a_later_window_finds_its_chunk_and_ties_stay_by_position():
 
 def test_window_layout_is_checked():
     with pytest.raises(IndexFormatError, match="one or more vectors"):
-        DenseRetriever(chunks_for(2), unit_rows(3, 4), TableEmbedder(4), starts=np.array([0, 0, 3]))
-    with pytest.raises(IndexFormatError, match="do not fit"):
-        DenseRetriever(chunks_for(2), unit_rows(3, 4), TableEmbedder(4), starts=np.array([0, 1, 2]))
+        DenseRetriever(chunks_for(2), unit_rows(3, 4), TableEmbedder(4), layout=own_text(np.array([0, 0, 3])))
+    with pytest.raises(IndexFormatError, match="does not fit"):
+        DenseRetriever(chunks_for(2), unit_rows(3, 4), TableEmbedder(4), layout=own_text(np.array([0, 1, 2])))
+    with pytest.raises(IndexFormatError, match="every chunk a text"):
+        DenseRetriever(chunks_for(2), unit_rows(3, 4), TableEmbedder(4), layout=Layout(np.array([0, 3]), np.array([0, 1])))
 
 
 @pytest.mark.skipif(
@@ -262,8 +269,8 @@ def test_hnsw_over_windows_agrees_with_exact():
     vectors, starts = windowed(400, 16, seed=7)
     emb = TableEmbedder(16)
     chunks = chunks_for(400)
-    exact = DenseRetriever(chunks, vectors, emb, starts=starts)
-    hnsw = DenseRetriever(chunks, vectors, emb, ann="hnsw", ef_search=200, starts=starts)
+    exact = DenseRetriever(chunks, vectors, emb, layout=own_text(starts))
+    hnsw = DenseRetriever(chunks, vectors, emb, ann="hnsw", ef_search=200, layout=own_text(starts))
     queries = [f"q{i}" for i in range(30)]
     found = 0
     for e, h in zip(exact.search_batch(queries, k=10), hnsw.search_batch(queries, k=10)):
@@ -276,10 +283,10 @@ def test_hnsw_over_windows_agrees_with_exact():
 
 def test_windowed_save_and_load_roundtrip(tmp_path):
     vectors, starts = windowed(40, 8, seed=8)
-    r = DenseRetriever(chunks_for(40), vectors, TableEmbedder(8), starts=starts, windowing={"overlap": 2})
+    r = DenseRetriever(chunks_for(40), vectors, TableEmbedder(8), layout=own_text(starts), record={"overlap": 2})
     r.save(tmp_path / "d")
     loaded = DenseRetriever.load_dir(tmp_path / "d", chunks_for(40), embedder=TableEmbedder(8))
-    assert np.array_equal(loaded.starts, starts) and loaded.windowing == {"overlap": 2}
+    assert np.array_equal(loaded.layout.windows, starts) and loaded.record == {"overlap": 2}
     assert [(h.chunk_id, h.score) for h in loaded.search("x", k=5)] == [
         (h.chunk_id, h.score) for h in r.search("x", k=5)
     ]
@@ -309,3 +316,26 @@ def test_minilm_windows_read_long_texts_whole(minilm):
     assert best_window > float(whole[1] @ q) + 0.2
     with pytest.raises(ValueError, match="overlap"):
         minilm.embed_windows(texts, overlap=254)
+
+
+def test_copies_of_a_passage_share_one_vector_and_tie_by_position():
+    texts = ["cats purr and sleep", "dogs bark at night", "the stock market fell", "cats and dogs play"]
+    # Copies spread through the corpus, as web pages repeat.
+    order = [0, 1, 2, 3, 0, 2, 0, 1, 3, 3, 0]
+    chunks = [Chunk(id=f"c{i}#0", doc_id=f"c{i}", text=texts[t]) for i, t in enumerate(order)]
+    emb = get_embedder("hashing")
+    r = DenseRetriever.from_chunks(chunks, emb)
+    assert r.vectors.shape[0] == 4 and r.layout.texts.tolist() == order
+    assert r.record["distinct_texts"] == 4 and r.record["chunks"] == 11
+    scores = emb.embed(["cats sleep"]) @ emb.embed(texts).T
+    expected = sorted(range(len(order)), key=lambda c: (-round(float(scores[0, order[c]]), 6), c))
+    assert [h.chunk_id for h in r.search("cats sleep", k=11)] == [f"c{c}#0" for c in expected]
+    # Equal scores exactly, so paging takes the copies in position order.
+    top = r.search("cats sleep", k=4)
+    assert [h.chunk_id for h in top] == ["c0#0", "c4#0", "c6#0", "c10#0"] and len({h.score for h in top}) == 1
+    assert [h.chunk_id for h in r.search("cats sleep", k=2, offset=1)] == ["c4#0", "c6#0"]
+    # A subset keeps its own copies only; the graph returns every copy too.
+    assert [h.chunk_id for h in r.restrict([4, 5, 10]).search("cats sleep", k=3)] == ["c4#0", "c10#0", "c5#0"]
+    if importlib.util.find_spec("faiss") is not None:
+        hnsw = DenseRetriever.from_chunks(chunks, emb, ann="hnsw")
+        assert [h.chunk_id for h in hnsw.search("cats sleep", k=11)] == [f"c{c}#0" for c in expected]

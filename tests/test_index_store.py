@@ -286,13 +286,15 @@ def test_dense_windows_are_recorded_and_find_a_chunk_by_its_tail(tmp_path):
         )
         build_index(chunks, out, cfg, progress=False)
         idx = open_index(out)
-        windowing = idx.manifest["parts"]["dense"]["windowing"]
-        starts = np.load(out / "dense" / "starts.npy")
+        layout = idx.manifest["parts"]["dense"]["layout"]
+        windows = np.load(out / "dense" / "windows.npy")
+        assert np.load(out / "dense" / "texts.npy").tolist() == [0, 1, 2, 3, 4]
         if mode == "windows":
-            assert windowing == {"overlap": 2, "max_tokens": 6, "windows": 8, "chunks_with_several": 1}
-            assert starts.tolist() == [0, 4, 5, 6, 7, 8]  # 16 words: 4 windows of 6
+            assert layout["window_overlap"] == 2 and layout["max_tokens"] == 6
+            assert (layout["vectors"], layout["texts_with_several_windows"]) == (8, 1)
+            assert windows.tolist() == [0, 4, 5, 6, 7, 8]  # 16 words: 4 windows of 6
         else:
-            assert windowing is None and starts.tolist() == [0, 1, 2, 3, 4, 5]
+            assert layout["window_overlap"] is None and windows.tolist() == [0, 1, 2, 3, 4, 5]
         found[mode] = [h.chunk_id for h in idx.retriever("dense").search("lighthouse keeper polished brass", k=1)]
     # Only the windowed index read the end of the long chunk.
     assert found == {"windows": ["long#0"], "truncate": ["s0#0"]}

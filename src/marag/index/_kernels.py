@@ -281,34 +281,44 @@ def bm25_topk(flat_ids, pointers, want, data, indptr, indices, num_docs, allowed
     return out_pos, out_scores, counts, work
 
 
-@jit
-def best_window(row, starts, c):
-    best = row[starts[c]]
-    for w in range(starts[c] + 1, starts[c + 1]):
-        if row[w] > best:
-            best = row[w]
-    return best
+# -- dense ----------------------------------------------------------------------------------
+#
+# Vectors belong to distinct chunk texts, a text to one or more windows: text u's vectors
+# are rows windows[u] .. windows[u+1]-1, and chunk c's text is texts[c]. A text scores
+# the best of its windows; chunks with the same text share that very score, so copies of
+# a passage tie exactly and are ordered by position.
 
 
 @jit
-def dense_topk(scores, starts, want):
-    """Per row of `scores` (one column per window), chunk c scores the max over its
-    windows starts[c]..starts[c+1]-1; returns the best `want` chunks, ties by
-    position. Non-finite scores are never returned."""
-    n_rows = scores.shape[0]
-    n_chunks = len(starts) - 1
-    one_each = scores.shape[1] == n_chunks  # then window c is chunk c
+def text_scores(row, windows, out):
+    """Each text's best window score in one row of window scores."""
+    for u in range(len(windows) - 1):
+        best = row[windows[u]]
+        for w in range(windows[u] + 1, windows[u + 1]):
+            if row[w] > best:
+                best = row[w]
+        out[u] = best
+    return out
+
+
+@jit
+def dense_topk(scores, windows, texts, want):
+    """For each row of `scores` (one column per vector), the best `want` chunks by their
+    text's score, ties by position. Non-finite scores are never returned."""
+    n_rows, n_chunks = scores.shape[0], len(texts)
     want = min(want, n_chunks)
+    one_each = scores.shape[1] == len(windows) - 1  # then column u is text u's score
+    by_text = np.empty(len(windows) - 1, scores.dtype)
     out_pos = np.full((n_rows, want), -1, np.int64)
     out_scores = np.zeros((n_rows, want), scores.dtype)
     counts = np.zeros(n_rows, np.int64)
     heap_keys = np.empty(want, scores.dtype)
     heap_pos = np.empty(want, np.int64)
     for r in range(n_rows):
-        row = scores[r]
+        src = scores[r] if one_each else text_scores(scores[r], windows, by_text)
         size = 0
         for c in range(n_chunks):
-            v = row[c] if one_each else best_window(row, starts, c)
+            v = src[texts[c]]
             if size == want:
                 # Chunks come in position order, so an equal score never displaces a
                 # kept one: one comparison rejects almost every chunk.
@@ -320,44 +330,44 @@ def dense_topk(scores, starts, want):
                 size = offer(heap_keys, heap_pos, size, want, v, c)
         drain(heap_keys, heap_pos, size, out_pos[r])
         for j in range(size):
-            p = out_pos[r, j]
-            out_scores[r, j] = row[p] if one_each else best_window(row, starts, p)
+            out_scores[r, j] = src[texts[out_pos[r, j]]]
         counts[r] = size
     return out_pos, out_scores, counts
 
 
 @jit
-def pool_candidates(ids, dists, owner, n_chunks, want):
-    """Approximate-search candidates (window ids, -1 = none) -> the best `want`
-    chunks, each scored by its best window among the candidates, ties by position."""
+def pool_candidates(ids, dists, row_text, texts, text_chunks_ptr, text_chunks, want):
+    """Approximate-search candidates (vector rows, -1 = none) -> the best `want` chunks:
+    a text scores its best row among the candidates, every chunk with that text gets its
+    score, ties by position."""
     n_rows = ids.shape[0]
     out_pos = np.full((n_rows, want), -1, np.int64)
     out_scores = np.zeros((n_rows, want), dists.dtype)
     counts = np.zeros(n_rows, np.int64)
-    best = np.full(n_chunks, -np.inf, dists.dtype)
+    best = np.full(len(text_chunks_ptr) - 1, -np.inf, dists.dtype)
     touched = np.empty(ids.shape[1], np.int64)
     heap_keys = np.empty(want, dists.dtype)
     heap_pos = np.empty(want, np.int64)
     for r in range(n_rows):
         n_touched = 0
         for j in range(ids.shape[1]):
-            w = ids[r, j]
-            if w < 0:
+            if ids[r, j] < 0:
                 continue
-            c = owner[w]
-            if best[c] == -np.inf:
-                touched[n_touched] = c
+            u = row_text[ids[r, j]]
+            if best[u] == -np.inf:
+                touched[n_touched] = u
                 n_touched += 1
-            if dists[r, j] > best[c]:
-                best[c] = dists[r, j]
+            if dists[r, j] > best[u]:
+                best[u] = dists[r, j]
         size = 0
         for i in range(n_touched):
-            c = touched[i]
-            if np.isfinite(best[c]):
-                size = offer(heap_keys, heap_pos, size, want, best[c], c)
+            u = touched[i]
+            if np.isfinite(best[u]):
+                for c in text_chunks[text_chunks_ptr[u] : text_chunks_ptr[u + 1]]:
+                    size = offer(heap_keys, heap_pos, size, want, best[u], c)
         drain(heap_keys, heap_pos, size, out_pos[r])
         for j in range(size):
-            out_scores[r, j] = best[out_pos[r, j]]
+            out_scores[r, j] = best[texts[out_pos[r, j]]]
         counts[r] = size
         for i in range(n_touched):
             best[touched[i]] = -np.inf
@@ -375,7 +385,6 @@ def rrf_fuse(positions, counts, weights, rrf_k, size, want, decimals):
     out_scores = np.zeros((n_queries, want), np.float64)
     out_counts = np.zeros(n_queries, np.int64)
     acc = np.zeros(size, np.float64)
-    key = np.zeros(size, np.float64)
     seen = np.zeros(size, np.bool_)
     touched = np.empty(n_members * width, np.int64)
     heap_keys = np.empty(want, np.float64)
@@ -393,9 +402,8 @@ def rrf_fuse(positions, counts, weights, rrf_k, size, want, decimals):
         n = 0
         for i in range(n_touched):
             p = touched[i]
-            key[p] = np.round(acc[p], decimals)
             if acc[p] > 0:
-                n = offer(heap_keys, heap_pos, n, want, key[p], p)
+                n = offer(heap_keys, heap_pos, n, want, np.round(acc[p], decimals), p)
         drain(heap_keys, heap_pos, n, out_pos[q])
         for j in range(n):
             out_scores[q, j] = acc[out_pos[q, j]]

@@ -1,8 +1,13 @@
-"""Sparse retrieval: BM25 (Lucene variant) on bm25s with its numba backend.
+"""Sparse retrieval: BM25 (Lucene variant), indexed by bm25s, searched by marag's kernel.
 
 Text is lower-cased, split into runs of two or more word characters, stripped of the
 English stop words Lucene uses, and Snowball-stemmed (PyStemmer). The same function
 tokenises documents and queries, and is what the exact reference in the tests uses.
+
+bm25s builds and stores the index (its precomputed per-term scores). Search runs in
+`marag.index._kernels.bm25_topk` over those same arrays: dynamic pruning skips most
+postings of common terms, ties are broken by position inside the top-k selection, and
+the scores returned are bm25s's own, bit for bit.
 """
 
 from __future__ import annotations
@@ -91,7 +96,7 @@ def tokenize(texts: Sequence[str]) -> list[list[str]]:
 
 class BM25Retriever(BaseRetriever):
     """BM25 over `chunks` (title + text). Build with `from_chunks`, persist with
-    `save`/`load_dir`. `n_threads > 1` scores a batch of queries in parallel (numba)."""
+    `save`/`load_dir`. `n_threads > 1` splits a batch of queries across threads."""
 
     kind = "bm25"
 

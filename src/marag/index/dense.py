@@ -1,22 +1,23 @@
 """Dense retrieval: unit-length vectors, ranked by inner product (= cosine).
 
-Embedding models read a limited number of tokens (MiniLM: 256, ~190 words) and chunks
-are often longer (512 words by default). So a chunk may own several vectors: with
-`window_overlap` set, an embedder that offers `embed_windows` embeds each chunk as
-overlapping windows it reads whole, and a chunk scores the best of its windows (max
-pooling), in exact and HNSW search alike. `starts` maps windows to chunks: chunk c owns
-rows starts[c] .. starts[c+1]-1 of `vectors`; a chunk that fits has exactly one vector,
-the same one truncation would give.
+Vectors belong to the distinct texts of the chunks (a passage that occurs several times
+is embedded, stored and scored once; its copies tie exactly and are ordered by
+position). Embedding models read a limited number of tokens (MiniLM: 256, ~190 words)
+and chunks are often longer (512 words by default), so with `window_overlap` set, an
+embedder that offers `embed_windows` embeds each text as overlapping windows it reads
+whole, and a text scores the best of its windows (max pooling), in exact and HNSW
+search alike. A text that fits has one vector, the same one truncation would give.
 
-`ann="exact"` scores every window with one matrix product (batched for search_batch);
-exact, and fast enough for a few hundred thousand windows. `ann="hnsw"` answers from a
-faiss HNSW graph over the windows instead (approximate; optional dependency). A
+`ann="exact"` scores every vector with one matrix product (batched for search_batch);
+exact, and fast enough for a few hundred thousand vectors. `ann="hnsw"` answers from a
+faiss HNSW graph over the vectors instead (approximate; optional dependency). A
 retriever restricted to a subset always searches that subset exactly: collections are
 small, and a filtered graph walk would be both slower and less accurate there.
 
-On disk (`dense/`): `vectors.npy` (float32, one row per window, in chunk order),
-`starts.npy` (int64, chunks + 1), `dense.json` (embedder name, dim, model hash,
-windowing, ANN parameters), `hnsw.faiss` when built.
+On disk (`dense/`): `vectors.npy` (float32, one row per window of each distinct text),
+`windows.npy` (int64, texts + 1: text u owns rows windows[u] .. windows[u+1]-1),
+`texts.npy` (int64, one per chunk: its text), `dense.json` (embedder name, dim, model
+hash, layout, ANN parameters), `hnsw.faiss` when built.
 """
 
 from __future__ import annotations
@@ -24,26 +25,26 @@ from __future__ import annotations
 import json
 import math
 import threading
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
 from marag.corpus.models import Chunk
 from marag.errors import IndexFormatError, MaragError
+from marag.index.config import IndexConfig
 from marag.index.embed import Embedder, embedder_info, get_embedder
 from marag.index.traced import BaseRetriever, Ranked, index_text
 
-if TYPE_CHECKING:
-    from marag.index.config import IndexConfig
-
 VECTORS_FILE = "vectors.npy"
-STARTS_FILE = "starts.npy"
+WINDOWS_FILE = "windows.npy"
+TEXTS_FILE = "texts.npy"
 META_FILE = "dense.json"
 HNSW_FILE = "hnsw.faiss"
 _REBUILD = "rebuild the index with `marag index ... --overwrite`"
-# HNSW candidate list length; see IndexConfig.hnsw_ef_search for how it was chosen.
-DEFAULT_EF_SEARCH = 64
+# HNSW candidate list length: IndexConfig's default, where the measurements behind it are.
+DEFAULT_EF_SEARCH: int = IndexConfig.model_fields["hnsw_ef_search"].default
 
 
 def import_faiss():
@@ -83,51 +84,96 @@ class _EmbedderSlot:
         return self.embedder
 
 
-def one_window_each(n_chunks: int) -> np.ndarray:
-    """`starts` when every chunk has exactly one vector."""
-    return np.arange(n_chunks + 1, dtype=np.int64)
+@dataclass(frozen=True)
+class Layout:
+    """Which vectors are whose: text u owns rows windows[u] .. windows[u+1]-1 of the
+    vectors, chunk c has text texts[c]."""
+
+    windows: np.ndarray  # (n_texts + 1,) int64
+    texts: np.ndarray  # (n_chunks,) int64
+
+    @classmethod
+    def simple(cls, n_chunks: int) -> "Layout":
+        """One vector per chunk, every chunk its own text."""
+        return cls(np.arange(n_chunks + 1, dtype=np.int64), np.arange(n_chunks, dtype=np.int64))
+
+    @property
+    def n_texts(self) -> int:
+        return len(self.windows) - 1
+
+    def check(self, n_vectors: int, n_chunks: int) -> None:
+        w, t = self.windows, self.texts
+        ok = (
+            w.ndim == 1
+            and t.shape == (n_chunks,)
+            and len(w) >= 1
+            and w[0] == 0
+            and w[-1] == n_vectors
+            and bool(np.all(np.diff(w) >= 1))
+            and (n_chunks == 0 or (t.min() >= 0 and t.max() < len(w) - 1))
+        )
+        if not ok:
+            raise IndexFormatError(
+                f"the dense layout (windows {w.shape}, texts {t.shape}) does not fit {n_vectors} vectors and "
+                f"{n_chunks} chunks (every text needs one or more vectors, every chunk a text)",
+                hint=_REBUILD,
+            )
+
+    def rows_of(self, texts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(vector rows, windows) of the given texts, in their order."""
+        counts = np.diff(self.windows)[texts]
+        windows = np.zeros(len(texts) + 1, dtype=np.int64)
+        np.cumsum(counts, out=windows[1:])
+        rows = np.repeat(self.windows[texts] - windows[:-1], counts) + np.arange(windows[-1])
+        return rows, windows
+
+    def subset(self, chunks: np.ndarray) -> tuple[np.ndarray, "Layout"]:
+        """(vector rows, layout) for the given chunk positions only."""
+        kept, texts = np.unique(self.texts[chunks], return_inverse=True)
+        rows, windows = self.rows_of(kept)
+        return rows, Layout(windows, texts.astype(np.int64))
+
+    def text_chunks(self) -> tuple[np.ndarray, np.ndarray]:
+        """(ptr, chunks): the chunks of text u, in position order, are chunks[ptr[u]:ptr[u+1]]."""
+        chunks = np.argsort(self.texts, kind="stable")
+        ptr = np.zeros(self.n_texts + 1, dtype=np.int64)
+        np.cumsum(np.bincount(self.texts, minlength=self.n_texts), out=ptr[1:])
+        return ptr, chunks
+
+    def row_texts(self) -> np.ndarray:
+        return np.repeat(np.arange(self.n_texts, dtype=np.int64), np.diff(self.windows))
 
 
 def embed_chunks(
-    embedder: Embedder, texts: list[str], window_overlap: int | None, progress: bool = False
-) -> tuple[np.ndarray, np.ndarray, dict[str, Any] | None]:
-    """(vectors, starts, windowing): windows when asked for and the embedder offers them
-    (embedders without an input limit read every text whole anyway), else one vector
-    per text. `windowing` is what the index records about it (None: one vector each)."""
+    embedder: Embedder, chunk_texts: list[str], window_overlap: int | None, progress: bool = False
+) -> tuple[np.ndarray, Layout, dict[str, Any]]:
+    """(vectors, layout, record): each distinct text embedded once, as windows when
+    asked for and the embedder offers them (embedders without an input limit read every
+    text whole anyway), else as one vector. `record` goes into dense.json."""
+    first: dict[str, int] = {}
+    texts = np.fromiter((first.setdefault(t, len(first)) for t in chunk_texts), np.int64, len(chunk_texts))
+    distinct = list(first)
     split = getattr(embedder, "embed_windows", None)
     if window_overlap is None or split is None:
-        vectors = embedder.embed(texts, progress=progress)
-        return np.ascontiguousarray(vectors, dtype=np.float32), one_window_each(len(texts)), None
-    vectors, starts = split(texts, overlap=window_overlap, progress=progress)
-    windowing = {
-        "overlap": window_overlap,
+        vectors, windows = embedder.embed(distinct, progress=progress), np.arange(len(distinct) + 1)
+        window_overlap = None
+    else:
+        vectors, windows = split(distinct, overlap=window_overlap, progress=progress)
+    layout = Layout(np.asarray(windows, dtype=np.int64), texts)
+    record = {
+        "chunks": len(chunk_texts),
+        "distinct_texts": len(distinct),
+        "vectors": int(len(vectors)),
+        "window_overlap": window_overlap,
         "max_tokens": getattr(embedder, "max_length", None),
-        "windows": int(len(vectors)),
-        "chunks_with_several": int((np.diff(starts) > 1).sum()),
+        "texts_with_several_windows": int((np.diff(layout.windows) > 1).sum()),
     }
-    return np.ascontiguousarray(vectors, dtype=np.float32), np.asarray(starts, dtype=np.int64), windowing
-
-
-def _check_layout(vectors: np.ndarray, starts: np.ndarray, n_chunks: int) -> None:
-    ok = (
-        vectors.ndim == 2
-        and starts.ndim == 1
-        and starts.shape[0] == n_chunks + 1
-        and starts[0] == 0
-        and starts[-1] == vectors.shape[0]
-        and bool(np.all(np.diff(starts) >= 1))
-    )
-    if not ok:
-        raise IndexFormatError(
-            f"dense vectors {vectors.shape} and window starts {starts.shape} do not fit {n_chunks} chunks "
-            "(every chunk needs one or more vectors, in chunk order)",
-            hint=_REBUILD,
-        )
+    return np.ascontiguousarray(vectors, dtype=np.float32), layout, record
 
 
 class DenseRetriever(BaseRetriever):
-    """Inner-product search over `vectors`, grouped into chunks by `starts` (default:
-    row i = chunk i).
+    """Inner-product search over `vectors`, which `layout` assigns to chunks (default:
+    row i is chunk i's only vector).
 
     `embedder` is an Embedder or a zero-argument factory, called on the first query, so
     opening an index never loads the embedding model unless dense search is used.
@@ -146,19 +192,19 @@ class DenseRetriever(BaseRetriever):
         expected_model_sha256: str | None = None,
         name: str | None = None,
         query_block: int | None = None,
-        starts: np.ndarray | None = None,
-        windowing: dict[str, Any] | None = None,
+        layout: Layout | None = None,
+        record: dict[str, Any] | None = None,
     ):
         super().__init__(chunks, name)
-        starts = one_window_each(len(chunks)) if starts is None else np.asarray(starts, dtype=np.int64)
-        _check_layout(vectors, starts, len(chunks))
+        layout = layout or Layout.simple(len(chunks))
+        layout.check(vectors.shape[0] if vectors.ndim == 2 else -1, len(chunks))
         if ann not in ("exact", "hnsw"):
             raise ValueError(f"ann must be 'exact' or 'hnsw', got {ann!r}")
         if ann == "hnsw" and hnsw is None:
             hnsw = build_hnsw(vectors)
         self.vectors = vectors
-        self.starts = starts
-        self.windowing = windowing
+        self.layout = layout
+        self.record = record  # how the vectors were made (dense.json "layout")
         self.ann = ann
         self.hnsw = hnsw
         self.ef_search = ef_search
@@ -171,10 +217,10 @@ class DenseRetriever(BaseRetriever):
         self._slot = _EmbedderSlot(embedder)
         if self._slot.embedder is not None:
             self._check_embedder(self._slot.embedder)
-        self._owner: np.ndarray | None = None  # window -> chunk, for HNSW results
+        self._hnsw_maps: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # made on first use
         self._search_params: dict[int, Any] = {}  # efSearch -> faiss parameters
         self._rows: np.ndarray | None = None
-        self._sub: tuple[np.ndarray, np.ndarray] | None = None
+        self._sub: tuple[np.ndarray, Layout] | None = None
         self._sub_lock = threading.Lock()
 
     @property
@@ -213,13 +259,12 @@ class DenseRetriever(BaseRetriever):
         progress: bool = False,
         window_overlap: int | None = None,
     ) -> "DenseRetriever":
-        """Embed `chunks` (as windows overlapping by `window_overlap` tokens when given
-        and the embedder has an input limit; else one vector each, truncated)."""
+        """Embed the distinct texts of `chunks` (as windows overlapping by
+        `window_overlap` tokens when given and the embedder has an input limit; else one
+        vector each, truncated)."""
         if not chunks:
             raise ValueError("cannot build a dense index over zero chunks")
-        vectors, starts, windowing = embed_chunks(
-            embedder, [index_text(c) for c in chunks], window_overlap, progress
-        )
+        vectors, layout, record = embed_chunks(embedder, [index_text(c) for c in chunks], window_overlap, progress)
         hnsw = build_hnsw(vectors, hnsw_m, ef_construction) if ann == "hnsw" else None
         r = cls(
             chunks,
@@ -229,8 +274,8 @@ class DenseRetriever(BaseRetriever):
             hnsw=hnsw,
             ef_search=ef_search,
             expected_model_sha256=getattr(embedder, "model_sha256", None),
-            starts=starts,
-            windowing=windowing,
+            layout=layout,
+            record=record,
         )
         r._hnsw_params = {"m": hnsw_m, "ef_construction": ef_construction}
         return r
@@ -239,13 +284,13 @@ class DenseRetriever(BaseRetriever):
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
         np.save(directory / VECTORS_FILE, np.asarray(self.vectors, dtype=np.float32))
-        np.save(directory / STARTS_FILE, self.starts)
+        np.save(directory / WINDOWS_FILE, self.layout.windows)
+        np.save(directory / TEXTS_FILE, self.layout.texts)
         meta: dict[str, Any] = {
             "embedder": embedder_info(self.embedder),
             "dim": self.dim,
             "count": len(self.chunks),
-            "vectors": int(self.vectors.shape[0]),
-            "windowing": self.windowing,
+            "layout": self.record or {"chunks": len(self.chunks), "vectors": int(self.vectors.shape[0])},
             "ann": self.ann,
             "ef_search": self.ef_search,
         }
@@ -284,7 +329,7 @@ class DenseRetriever(BaseRetriever):
             embedder = lambda: get_embedder(name, **options)  # noqa: E731 - loaded on first query
         try:
             vectors = np.load(directory / VECTORS_FILE, mmap_mode="r" if mmap else None)
-            starts = np.load(directory / STARTS_FILE)
+            layout = Layout(np.load(directory / WINDOWS_FILE), np.load(directory / TEXTS_FILE))
         except (OSError, ValueError) as exc:
             raise IndexFormatError(
                 f"cannot read dense vectors at {directory}: {exc}", hint=_REBUILD
@@ -311,14 +356,14 @@ class DenseRetriever(BaseRetriever):
             hnsw=hnsw,
             ef_search=ef_search or meta.get("ef_search", DEFAULT_EF_SEARCH),
             expected_model_sha256=emb_meta.get("model_sha256"),
-            starts=starts,
-            windowing=meta.get("windowing"),
+            layout=layout,
+            record=meta.get("layout"),
         )
 
     # -- the index-directory protocol (see marag.index.hybrid.RETRIEVERS) ----------------
     @classmethod
     def build(
-        cls, chunks: Sequence[Chunk], directory: Path, config: "IndexConfig", progress: bool = True
+        cls, chunks: Sequence[Chunk], directory: Path, config: IndexConfig, progress: bool = True
     ) -> dict[str, Any]:
         embedder = get_embedder(config.embedder)
         r = cls.from_chunks(
@@ -349,17 +394,14 @@ class DenseRetriever(BaseRetriever):
         self._sub = None  # copied on first search
         self._sub_lock = threading.Lock()
 
-    def _view(self) -> tuple[np.ndarray, np.ndarray]:
-        """(vectors, starts) of the chunks this retriever may return, in their order."""
+    def _view(self) -> tuple[np.ndarray, Layout]:
+        """(vectors, layout) of the chunks this retriever may return, in their order."""
         if self._rows is None:
-            return self.vectors, self.starts
+            return self.vectors, self.layout
         with self._sub_lock:
             if self._sub is None:
-                first, counts = self.starts[self._rows], np.diff(self.starts)[self._rows]
-                starts = np.zeros(len(self._rows) + 1, dtype=np.int64)
-                np.cumsum(counts, out=starts[1:])
-                windows = np.repeat(first - starts[:-1], counts) + np.arange(starts[-1])
-                self._sub = (np.ascontiguousarray(self.vectors[windows]), starts)
+                rows, layout = self.layout.subset(self._rows)
+                self._sub = (np.ascontiguousarray(self.vectors[rows]), layout)
         return self._sub
 
     def embed_queries(self, queries: list[str]) -> np.ndarray:
@@ -371,9 +413,12 @@ class DenseRetriever(BaseRetriever):
         q = self.embed_queries(queries)
         if self.hnsw is not None and self._rows is None:
             return self._rank_hnsw(q, want)
-        matrix, starts = self._view()
+        matrix, layout = self._view()
         block = self.query_block
-        parts = [_kernels.dense_topk(q[a : a + block] @ matrix.T, starts, want) for a in range(0, len(q), block)]
+        parts = [
+            _kernels.dense_topk(q[a : a + block] @ matrix.T, layout.windows, layout.texts, want)
+            for a in range(0, len(q), block)
+        ]
         ranked = Ranked(*parts[0]) if len(parts) == 1 else Ranked(*map(np.concatenate, zip(*parts)))
         if self._rows is not None and ranked.positions.size:
             positions = np.where(ranked.positions >= 0, self._rows[ranked.positions], -1)
@@ -381,16 +426,16 @@ class DenseRetriever(BaseRetriever):
         return ranked
 
     def _rank_hnsw(self, q: np.ndarray, want: int) -> Ranked:
-        """Chunks from the graph's best windows. Several windows of one chunk can fill the
+        """Chunks from the graph's best vectors. Several windows of one text can fill the
         candidate list, so rows left with fewer than `want` chunks ask again for twice as
-        many windows, until every window has been asked for."""
-        n_chunks, n_windows = len(self.chunks), self.vectors.shape[0]
+        many vectors, until every vector has been asked for."""
+        n_chunks, n_vectors = len(self.chunks), self.vectors.shape[0]
         want = max(1, min(want, n_chunks))
-        fetch = min(n_windows, math.ceil(want * n_windows / n_chunks))
+        fetch = min(n_vectors, math.ceil(want * n_vectors / n_chunks))
         ranked = Ranked(*self._hnsw_chunks(q, fetch, want))
         short = np.flatnonzero(ranked.counts < want)
-        while short.size and fetch < n_windows:
-            fetch = min(n_windows, fetch * 2)
+        while short.size and fetch < n_vectors:
+            fetch = min(n_vectors, fetch * 2)
             again = self._hnsw_chunks(q[short], fetch, want)
             for field, value in zip(ranked, again):
                 field[short] = value
@@ -400,11 +445,12 @@ class DenseRetriever(BaseRetriever):
     def _hnsw_chunks(self, q: np.ndarray, fetch: int, want: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         from marag.index import _kernels
 
-        if self._owner is None:
-            self._owner = np.repeat(np.arange(len(self.chunks), dtype=np.int64), np.diff(self.starts))
+        if self._hnsw_maps is None:
+            self._hnsw_maps = (self.layout.row_texts(), *self.layout.text_chunks())
+        row_texts, ptr, text_chunks = self._hnsw_maps
         ef = max(self.ef_search, fetch)
         params = self._search_params.get(ef)
         if params is None:  # made once per efSearch value: building one costs ~10 us
             params = self._search_params[ef] = import_faiss().SearchParametersHNSW(efSearch=ef)
         dist, ids = self.hnsw.search(q, fetch, params=params)
-        return _kernels.pool_candidates(ids, dist, self._owner, len(self.chunks), want)
+        return _kernels.pool_candidates(ids, dist, row_texts, self.layout.texts, ptr, text_chunks, want)
