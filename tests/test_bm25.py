@@ -75,7 +75,16 @@ def test_tokenizer_lowercases_drops_stopwords_and_stems():
     assert tokenize(["The Running Dogs of a City, x 42"]) == [["run", "dog", "citi", "42"]]
 
 
-def test_rankings_match_exact_reference(hotpot):
+@pytest.fixture(params=["plain", "pruned"])
+def prune_from(request, monkeypatch) -> int:
+    """Run a test with small queries searched plainly (the default) and with every query
+    going through dynamic pruning."""
+    value = BM25Retriever.prune_from if request.param == "plain" else 0
+    monkeypatch.setattr(BM25Retriever, "prune_from", value)
+    return value
+
+
+def test_rankings_match_exact_reference(hotpot, prune_from):
     chunks, queries = hotpot
     retriever = BM25Retriever.from_chunks(chunks, k1=K1, b=B)
     assert (retriever.k1, retriever.b) == (K1, B)
@@ -184,7 +193,7 @@ def reference_top(ref: np.ndarray, k: int, offset: int = 0, allowed=None) -> lis
     return sorted(ok, key=lambda i: (-round(ref[i], 4), i))[offset : offset + k]
 
 
-def test_duplicated_passages_rank_like_the_reference_on_every_page(hotpot):
+def test_duplicated_passages_rank_like_the_reference_on_every_page(hotpot, prune_from):
     # Every passage three times, the copies spread apart (as web corpora repeat pages):
     # nearly every page boundary falls inside a run of equal scores.
     base, queries = hotpot
@@ -212,7 +221,7 @@ def test_duplicated_passages_rank_like_the_reference_on_every_page(hotpot):
     ]
 
 
-def test_restricted_rankings_match_the_reference(hotpot):
+def test_restricted_rankings_match_the_reference(hotpot, prune_from):
     chunks, queries = hotpot
     retriever = BM25Retriever.from_chunks(chunks, k1=K1, b=B)
     allowed = np.zeros(len(chunks), bool)
@@ -245,7 +254,7 @@ def test_a_step_outside_any_trace_still_collects_its_searches(small):
     assert [(c.query, c.hits[0]["chunk_id"]) for c in s.searches] == [("market", hits[0].chunk_id)]
 
 
-def test_scores_are_bm25s_scores_bit_for_bit(hotpot):
+def test_scores_are_bm25s_scores_bit_for_bit(hotpot, prune_from):
     # Pruning reads terms in another order than bm25s; the hits it keeps must still carry
     # exactly the scores bm25s itself computes (float32, query order).
     chunks, queries = hotpot
@@ -276,7 +285,8 @@ def pruning_corpus() -> list[Chunk]:
 
 
 @pytest.mark.parametrize("k", [1, 3, 10, 40])
-def test_pruned_search_equals_the_reference_and_skips_postings(k):
+def test_pruned_search_equals_the_reference_and_skips_postings(k, monkeypatch):
+    monkeypatch.setattr(BM25Retriever, "prune_from", 0)  # these queries are small; prune anyway
     chunks = pruning_corpus()
     retriever = BM25Retriever.from_chunks(chunks, k1=K1, b=B)
     doc_tokens = tokenize([index_text(c) for c in chunks])

@@ -31,6 +31,12 @@ def worse(key_a, pos_a, key_b, pos_b):
 
 
 @jit
+def swap(keys, pos, a, b):
+    keys[a], keys[b] = keys[b], keys[a]
+    pos[a], pos[b] = pos[b], pos[a]
+
+
+@jit
 def sift_down(keys, pos, size, i):
     # Restore the min-heap below slot i (root = the worst entry kept so far).
     while True:
@@ -41,24 +47,28 @@ def sift_down(keys, pos, size, i):
         right = left + 1
         if right < size and worse(keys[right], pos[right], keys[left], pos[left]):
             child = right
-        if worse(keys[child], pos[child], keys[i], pos[i]):
-            keys[i], keys[child] = keys[child], keys[i]
-            pos[i], pos[child] = pos[child], pos[i]
-            i = child
-        else:
+        if not worse(keys[child], pos[child], keys[i], pos[i]):
             return
+        swap(keys, pos, i, child)
+        i = child
 
 
 @jit
 def sift_up(keys, pos, i):
     while i > 0:
         parent = (i - 1) // 2
-        if worse(keys[i], pos[i], keys[parent], pos[parent]):
-            keys[i], keys[parent] = keys[parent], keys[i]
-            pos[i], pos[parent] = pos[parent], pos[i]
-            i = parent
-        else:
+        if not worse(keys[i], pos[i], keys[parent], pos[parent]):
             return
+        swap(keys, pos, i, parent)
+        i = parent
+
+
+@jit
+def replace_root(keys, pos, size, key, p):
+    """Put (key, p) in place of the worst entry of a full heap."""
+    keys[0] = key
+    pos[0] = p
+    sift_down(keys, pos, size, 0)
 
 
 @jit
@@ -70,9 +80,7 @@ def offer(keys, pos, size, want, key, p):
         sift_up(keys, pos, size)
         return size + 1
     if worse(keys[0], pos[0], key, p):
-        keys[0] = key
-        pos[0] = p
-        sift_down(keys, pos, size, 0)
+        replace_root(keys, pos, size, key, p)
     return size
 
 
@@ -144,9 +152,7 @@ def kth_of(acc, items, n_items, want, heap_keys, heap_pos):
         if size < want:
             size = offer(heap_keys, heap_pos, size, want, v, items[i])
         elif v > heap_keys[0]:
-            heap_keys[0] = v
-            heap_pos[0] = items[i]
-            sift_down(heap_keys, heap_pos, size, 0)
+            replace_root(heap_keys, heap_pos, size, v, items[i])
     return heap_keys[0]
 
 
@@ -188,41 +194,71 @@ def add_term_to(term, cand, n_cand, data, indptr, indices, acc, is_cand):
 
 
 @jit
-def bm25s_score(terms, d, data, indptr, indices):
-    """Chunk d's score exactly as bm25s computes it: float32, terms in query order."""
-    total = np.float32(0.0)
+def bm25s_scores(terms, docs, n_docs, data, indptr, indices, exact, is_cand):
+    """exact[d] for each of docs[:n_docs]: its score as bm25s computes it, float32 with
+    the terms added in query order. Per term, binary searches when the docs are few,
+    else one pass along the posting list with the docs flagged."""
+    for i in range(n_docs):
+        is_cand[docs[i]] = True
     for t in terms:
         lo, hi = indptr[t], indptr[t + 1]
-        j = np.searchsorted(indices[lo:hi], d)
-        if j < hi - lo and indices[lo + j] == d:
-            total += data[lo + j]
-    return total
+        if n_docs * np.log2(hi - lo + 2) < hi - lo:
+            for i in range(n_docs):
+                j = lo + np.searchsorted(indices[lo:hi], docs[i])
+                if j < hi and indices[j] == docs[i]:
+                    exact[docs[i]] += data[j]
+        else:
+            for j in range(lo, hi):
+                if is_cand[indices[j]]:
+                    exact[indices[j]] += data[j]
+    for i in range(n_docs):
+        is_cand[docs[i]] = False
 
 
 @jit
-def finish(terms, cand, n_cand, acc, want, slack, data, indptr, indices, near, out_pos, out_scores):
+def finish(terms, cand, n_cand, acc, want, slack, data, indptr, indices, near, exact, is_cand, out_pos, out_scores):
     """The best `want` candidates: those near or above the cut (copied into `near`) are
     re-scored as bm25s scores them, then ranked by that score and position."""
     keys, pos = np.empty(want, acc.dtype), np.empty(want, np.int64)
     cut = kth_of(acc, cand, n_cand, want, keys, pos) * (1 - slack)
     n_near = keep_at_least(cand, n_cand, acc, cut, near)
-    exact_keys = np.empty(want, np.float32)
+    bm25s_scores(terms, near, n_near, data, indptr, indices, exact, is_cand)
     size = 0
     for i in range(n_near):
-        d = near[i]
-        size = offer(exact_keys, pos, size, want, bm25s_score(terms, d, data, indptr, indices), d)
-    drain(exact_keys, pos, size, out_pos)
+        size = offer(keys, pos, size, want, exact[near[i]], near[i])
+    drain(keys, pos, size, out_pos)
     for j in range(size):
-        out_scores[j] = bm25s_score(terms, out_pos[j], data, indptr, indices)
+        out_scores[j] = exact[out_pos[j]]
+    for i in range(n_near):
+        exact[near[i]] = 0
+    return size
+
+
+@jit
+def bm25_plain(terms, want, data, indptr, indices, allowed, acc, touched, out_pos, out_scores):
+    """One query without pruning: terms added in query order, so the sums are bm25s's
+    own; the best `want` of the touched chunks. Returns how many. `acc` is left zero."""
+    n_touched = 0
+    for t in terms:
+        n_touched = add_term(t, data, indptr, indices, allowed, acc, touched, n_touched)[0]
+    keys, pos = np.empty(want, acc.dtype), np.empty(want, np.int64)
+    size = 0
+    for i in range(n_touched):
+        size = offer(keys, pos, size, want, acc[touched[i]], touched[i])
+    drain(keys, pos, size, out_pos)
+    for j in range(size):
+        out_scores[j] = acc[out_pos[j]]
+    for i in range(n_touched):
+        acc[touched[i]] = 0
     return size
 
 
 @jit
 def bm25_query(
-    terms, want, data, indptr, indices, allowed, term_max, acc, touched, cand, is_cand, out_pos, out_scores
+    terms, want, data, indptr, indices, allowed, term_max, acc, touched, cand, exact, is_cand, out_pos, out_scores
 ):
     """One query's best `want` chunks into out_pos/out_scores; returns (how many,
-    postings read). `acc` and `is_cand` come in all zero and are left so."""
+    postings read). `acc`, `exact` and `is_cand` come in all zero and are left so."""
     m = len(terms)
     order = np.argsort(-term_max[terms], kind="mergesort")
     remaining = np.zeros(m + 1)  # remaining[i]: the most that terms order[i:] can add
@@ -243,7 +279,9 @@ def bm25_query(
         read += indptr[term + 1] - indptr[term]
         n_full += 1
     if n_full == m:
-        size = finish(terms, touched, n_touched, acc, want, slack, data, indptr, indices, cand, out_pos, out_scores)
+        size = finish(
+            terms, touched, n_touched, acc, want, slack, data, indptr, indices, cand, exact, is_cand, out_pos, out_scores
+        )
     else:
         # `touched` stays as it is: it says what to reset.
         n = keep_at_least(touched, n_touched, acc, theta * (1 - slack) - remaining[n_full], cand)
@@ -251,16 +289,19 @@ def bm25_query(
             read += add_term_to(terms[order[i]], cand, n, data, indptr, indices, acc, is_cand)
             theta = max(theta, kth_of(acc, cand, n, want, keys, pos))
             n = keep_at_least(cand, n, acc, theta * (1 - slack) - remaining[i + 1], cand)
-        size = finish(terms, cand, n, acc, want, slack, data, indptr, indices, cand, out_pos, out_scores)
+        size = finish(
+            terms, cand, n, acc, want, slack, data, indptr, indices, cand, exact, is_cand, out_pos, out_scores
+        )
     for i in range(n_touched):
         acc[touched[i]] = 0
     return size, read
 
 
 @jit
-def bm25_topk(flat_ids, pointers, want, data, indptr, indices, num_docs, allowed, term_max):
-    """Each query's best `want` chunks with a score > 0 (see the section comment), and
-    per query (postings read, postings its terms have)."""
+def bm25_topk(flat_ids, pointers, want, data, indptr, indices, num_docs, allowed, term_max, prune_from):
+    """Each query's best `want` chunks with a score > 0, and per query (postings read,
+    postings its terms have). Queries whose terms have fewer than `prune_from` postings
+    in all are cheap already: they skip the bookkeeping that pruning needs."""
     n_queries = len(pointers) - 1
     out_pos = np.full((n_queries, want), -1, np.int64)
     out_scores = np.zeros((n_queries, want), np.float32)
@@ -270,13 +311,17 @@ def bm25_topk(flat_ids, pointers, want, data, indptr, indices, num_docs, allowed
     touched = np.empty(num_docs + 1, np.int64)  # + 1: add_term writes one past the count
     cand = np.empty(num_docs, np.int64)
     is_cand = np.zeros(num_docs, np.bool_)
+    exact = np.zeros(num_docs, data.dtype)
     for q in range(n_queries):
         terms = flat_ids[pointers[q] : pointers[q + 1]]
         for t in terms:
             work[q, 1] += indptr[t + 1] - indptr[t]
-        if len(terms) > 0:
+        if 0 < work[q, 1] < prune_from:
+            counts[q] = bm25_plain(terms, want, data, indptr, indices, allowed, acc, touched, out_pos[q], out_scores[q])
+            work[q, 0] = work[q, 1]
+        elif len(terms) > 0:
             counts[q], work[q, 0] = bm25_query(
-                terms, want, data, indptr, indices, allowed, term_max, acc, touched, cand, is_cand, out_pos[q], out_scores[q]
+                terms, want, data, indptr, indices, allowed, term_max, acc, touched, cand, exact, is_cand, out_pos[q], out_scores[q]
             )
     return out_pos, out_scores, counts, work
 
@@ -323,9 +368,7 @@ def dense_topk(scores, windows, texts, want):
                 # Chunks come in position order, so an equal score never displaces a
                 # kept one: one comparison rejects almost every chunk.
                 if v > heap_keys[0] and v < np.inf:
-                    heap_keys[0] = v
-                    heap_pos[0] = c
-                    sift_down(heap_keys, heap_pos, size, 0)
+                    replace_root(heap_keys, heap_pos, size, v, c)
             elif np.isfinite(v):
                 size = offer(heap_keys, heap_pos, size, want, v, c)
         drain(heap_keys, heap_pos, size, out_pos[r])

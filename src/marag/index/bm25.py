@@ -99,6 +99,9 @@ class BM25Retriever(BaseRetriever):
     `save`/`load_dir`. `n_threads > 1` splits a batch of queries across threads."""
 
     kind = "bm25"
+    #: Queries whose terms have fewer postings than this in all skip dynamic pruning: its
+    #: bookkeeping costs more than reading a few thousand postings.
+    prune_from: int = 4096
 
     def __init__(
         self, chunks: Sequence[Chunk], model: "bm25s.BM25", n_threads: int = 1, name: str | None = None
@@ -220,7 +223,14 @@ class BM25Retriever(BaseRetriever):
         want = max(1, min(want, self._num_docs))
         scores = self.model.scores
         args = (
-            want, scores["data"], scores["indptr"], scores["indices"], self._num_docs, self._mask(), self._term_max()
+            want,
+            scores["data"],
+            scores["indptr"],
+            scores["indices"],
+            self._num_docs,
+            self._mask(),
+            self._term_max(),
+            self.prune_from,
         )
         parts = self._split(len(queries))
         if len(parts) == 1:
