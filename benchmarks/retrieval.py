@@ -255,8 +255,10 @@ def faiss_flat_note(vectors: np.ndarray, qvecs: np.ndarray, repeats: int, n_sing
 
     flat = faiss.IndexFlatIP(vectors.shape[1])
     flat.add(np.ascontiguousarray(vectors, dtype=np.float32))
-    single = n_single / best_time(lambda: [flat.search(qvecs[i : i + 1], K) for i in range(n_single)], repeats)
-    batch = len(qvecs) / best_time(lambda: flat.search(qvecs, K), repeats)
+    single, batch = best_times(
+        [lambda: [flat.search(qvecs[i : i + 1], K) for i in range(n_single)], lambda: flat.search(qvecs, K)], repeats
+    )
+    single, batch = n_single / single, len(qvecs) / batch
     return f"; faiss IndexFlatIP {single:,.0f} / {batch:,.0f} q/s"
 
 
@@ -276,12 +278,21 @@ class RawHNSW:
 # -- measuring -------------------------------------------------------------------------------------
 def best_time(fn: Callable[[], object], repeats: int) -> float:
     """Best of `repeats` runs after a warm-up: the least disturbed by other jobs."""
-    fn()
-    best = float("inf")
-    for _ in range(repeats):
-        t0 = time.perf_counter()
+    return best_times([fn], repeats)[0]
+
+
+def best_times(fns: list[Callable[[], object]], repeats: int) -> list[float]:
+    """Best of `repeats` runs of each function after a warm-up, the functions taking
+    turns within each repeat, so a burst of load from other jobs falls on all of them
+    rather than on whichever happened to run then."""
+    for fn in fns:
         fn()
-        best = min(best, time.perf_counter() - t0)
+    best = [float("inf")] * len(fns)
+    for _ in range(repeats):
+        for i, fn in enumerate(fns):
+            t0 = time.perf_counter()
+            fn()
+            best[i] = min(best[i], time.perf_counter() - t0)
     return best
 
 
@@ -303,12 +314,16 @@ def measure(
     answers the queries in a slice of corpus.queries."""
     queries, repeats = corpus.queries, args.repeats
     n_single = min(len(queries), args.single_queries)
-    speeds = (
-        n_single / best_time(lambda: [retriever.search(q, k=K) for q in queries[:n_single]], repeats),
-        n_single / best_time(lambda: [raw(slice(i, i + 1)) for i in range(n_single)], repeats),
-        len(queries) / best_time(lambda: retriever.search_batch(queries, k=K), repeats),
-        len(queries) / best_time(lambda: raw(slice(None)), repeats),
+    times = best_times(
+        [
+            lambda: [retriever.search(q, k=K) for q in queries[:n_single]],
+            lambda: [raw(slice(i, i + 1)) for i in range(n_single)],
+            lambda: retriever.search_batch(queries, k=K),
+            lambda: raw(slice(None)),
+        ],
+        repeats,
     )
+    speeds = (n_single / times[0], n_single / times[1], len(queries) / times[2], len(queries) / times[3])
     row = Row(corpus.label, len(corpus.chunks), name, raw_name, speeds, note)
     print(format_row(row), flush=True)
     return row
@@ -599,7 +614,7 @@ def main(argv: list[str] | None = None) -> None:
                     help="comma-separated: pools, pools-dup, tiled, tiled-dup, synthetic")
     ap.add_argument("--passages", type=int, default=200_000, help="size of the tiled and synthetic corpora")
     ap.add_argument("--single-queries", type=int, default=200, help="queries timed one per call")
-    ap.add_argument("--repeats", type=int, default=3, help="timed runs per measurement (the best counts)")
+    ap.add_argument("--repeats", type=int, default=5, help="timed runs per measurement (the best counts)")
     ap.add_argument("--seed", type=int, default=13)
     ap.add_argument("--embedder", default="auto",
                     help="dense embedder of the tiled corpora (auto: wordllama if installed, else hashing; "

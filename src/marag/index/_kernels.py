@@ -216,6 +216,22 @@ def bm25s_scores(terms, docs, n_docs, data, indptr, indices, exact, is_cand):
 
 
 @jit
+def best_by(items, n_items, values, want, out_pos, out_scores):
+    """The best `want` of items[:n_items] by values[item], ties by position, into
+    out_pos/out_scores; then zeroes those items' values. Returns how many."""
+    keys, pos = np.empty(want, values.dtype), np.empty(want, np.int64)
+    size = 0
+    for i in range(n_items):
+        size = offer(keys, pos, size, want, values[items[i]], items[i])
+    drain(keys, pos, size, out_pos)
+    for j in range(size):
+        out_scores[j] = values[out_pos[j]]
+    for i in range(n_items):
+        values[items[i]] = 0
+    return size
+
+
+@jit
 def finish(terms, cand, n_cand, acc, want, slack, data, indptr, indices, near, exact, is_cand, out_pos, out_scores):
     """The best `want` candidates: those near or above the cut (copied into `near`) are
     re-scored as bm25s scores them, then ranked by that score and position."""
@@ -223,15 +239,7 @@ def finish(terms, cand, n_cand, acc, want, slack, data, indptr, indices, near, e
     cut = kth_of(acc, cand, n_cand, want, keys, pos) * (1 - slack)
     n_near = keep_at_least(cand, n_cand, acc, cut, near)
     bm25s_scores(terms, near, n_near, data, indptr, indices, exact, is_cand)
-    size = 0
-    for i in range(n_near):
-        size = offer(keys, pos, size, want, exact[near[i]], near[i])
-    drain(keys, pos, size, out_pos)
-    for j in range(size):
-        out_scores[j] = exact[out_pos[j]]
-    for i in range(n_near):
-        exact[near[i]] = 0
-    return size
+    return best_by(near, n_near, exact, want, out_pos, out_scores)
 
 
 @jit
@@ -241,16 +249,7 @@ def bm25_plain(terms, want, data, indptr, indices, allowed, acc, touched, out_po
     n_touched = 0
     for t in terms:
         n_touched = add_term(t, data, indptr, indices, allowed, acc, touched, n_touched)[0]
-    keys, pos = np.empty(want, acc.dtype), np.empty(want, np.int64)
-    size = 0
-    for i in range(n_touched):
-        size = offer(keys, pos, size, want, acc[touched[i]], touched[i])
-    drain(keys, pos, size, out_pos)
-    for j in range(size):
-        out_scores[j] = acc[out_pos[j]]
-    for i in range(n_touched):
-        acc[touched[i]] = 0
-    return size
+    return best_by(touched, n_touched, acc, want, out_pos, out_scores)
 
 
 @jit

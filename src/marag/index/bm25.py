@@ -23,7 +23,6 @@ import numpy as np
 
 from marag.corpus.models import Chunk
 from marag.errors import IndexFormatError
-from marag.index.base import Hit
 from marag.index.traced import BaseRetriever, Ranked, index_text
 
 if TYPE_CHECKING:
@@ -253,6 +252,12 @@ class BM25Retriever(BaseRetriever):
             from marag.index import _kernels
 
             scores = self.model.scores
+            if scores["data"].size and scores["data"].min() <= 0:
+                # The kernel tells a chunk's first term by a zero running sum.
+                raise IndexFormatError(
+                    "the BM25 index holds scores <= 0, which Lucene BM25 never produces",
+                    hint="rebuild the index with `marag index ... --overwrite`",
+                )
             self._term_max_arr = _kernels.term_maxima(scores["data"], scores["indptr"])
         return self._term_max_arr
 
