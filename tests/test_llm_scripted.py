@@ -19,8 +19,13 @@ def ask(llm, text, output=None):
     return asyncio.run(llm.generate([Message(role="user", content=text)], output=output))
 
 
-def test_satisfies_the_llm_protocol():
-    assert isinstance(ScriptedLLM(), LLM)
+def test_satisfies_the_llm_protocol_and_records_usage():
+    llm = ScriptedLLM(["hello there"])
+    assert isinstance(llm, LLM)  # usable wherever the port is expected
+    r = ask(llm, "say hello")
+    assert r.text == "hello there" and r.parsed is None and r.model == llm.model
+    # token counts are whitespace words, so control-flow tests can assert budgets
+    assert (r.usage.prompt_tokens, r.usage.completion_tokens) == (2, 2)
 
 
 def test_responses_are_consumed_in_order_and_accept_models_dicts_strings():

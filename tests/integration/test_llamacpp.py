@@ -80,6 +80,10 @@ def test_answers_validate_concurrently(llm, nq):
     responses = asyncio.run(run())
     hits = check(responses, nq)
     print(f"\nconcurrent: {hits}/{len(nq)} contain a gold answer")
+    # every reply validated against the schema, was not cut off, and was counted
+    assert all(isinstance(r.parsed, ShortAnswer) and r.parsed.answer.strip() for r in responses)
+    assert all(r.usage.prompt_tokens > 20 and 0 < r.usage.completion_tokens < 128 for r in responses)
+    assert hits >= 1
 
 
 def test_prompt_longer_than_a_slot_is_a_clear_error(llm):

@@ -1,11 +1,12 @@
 """mRAG with the real local model (SmolLM2-135M through llama.cpp) over a BM25 index of
 samples/corpus: it must finish within its (small) budget, with coordinator and searcher
-steps in the trace, whatever the quality of the 135M model's choices."""
+steps in the trace, whatever the quality of the 135M model's choices. Budgets are
+asserted in calls and steps, never in seconds (a busy machine makes any time limit
+flaky; time belongs in benchmarks/)."""
 
 from __future__ import annotations
 
 import asyncio
-import time
 from pathlib import Path
 
 import pytest
@@ -24,6 +25,10 @@ QUESTIONS = [
     "What is the name of the Linux mascot?",
 ]
 BUDGET = 8
+PAGES = 3
+# per agent call at most: one coordinator call, plus a searcher run of one query, two
+# judgements per page and a move between pages; plus one answer after the budget
+MAX_LLM_CALLS = BUDGET * (1 + 1 + 2 * PAGES + (PAGES - 1)) + 1
 
 
 @pytest.fixture(scope="module")
@@ -47,21 +52,25 @@ def retriever(tmp_path_factory, repo: Path):
     )
 
 
-def test_mrag_answers_sample_questions_within_budget(llm, retriever):
-    strategy = MRAG(llm, retriever, {"max_agent_calls": BUDGET, "searcher_max_steps": 3})
-    t0 = time.perf_counter()
+@pytest.mark.parametrize("paper", [False, True])
+def test_mrag_answers_sample_questions_within_budget(llm, retriever, paper):
+    cfg = {"max_agent_calls": BUDGET, "searcher_max_steps": PAGES}
+    strategy = MRAG(llm, retriever, {"paper": True, "max_agent_calls": BUDGET} if paper else cfg)
     answers = [asyncio.run(strategy.run(q)) for q in QUESTIONS]
-    seconds = time.perf_counter() - t0
     for a in answers:
         agents = [s.agent for s in a.trace.steps]
         print(
             f"\n{a.question!r} -> {a.answer!r} ({a.seconds:.1f}s, {int(a.usage['agent_calls'])} agent calls, "
             f"{int(a.usage['prompt_tokens'])}+{int(a.usage['completion_tokens'])} tokens)\n  {agents}"
         )
-        assert a.answer.strip()
-        assert a.usage["agent_calls"] <= BUDGET
-        assert "coordinator" in agents and "searcher" in agents
+        assert a.usage["agent_calls"] <= BUDGET and a.usage["coordinator_calls"] <= BUDGET
+        assert "coordinator" in agents
         assert all(s.status != "error" for s in a.trace.steps)
-        searcher = next(s for s in a.trace.steps if s.agent == "searcher")
-        assert searcher.searches and searcher.outputs["steps"][0]["query"]
-    assert seconds < 120
+        if paper:  # the paper's coordinator may never search or answer: only the budget is certain
+            assert not [s for s in a.trace.steps if s.agent == "guard"]
+            continue
+        assert a.answer.strip() and "searcher" in agents
+        assert a.usage["llm_calls"] <= MAX_LLM_CALLS
+        for searcher in (s for s in a.trace.steps if s.agent == "searcher"):
+            assert searcher.searches and len(searcher.outputs["steps"]) <= PAGES
+            assert searcher.outputs["steps"][0]["query"]
