@@ -48,7 +48,15 @@ def test_vanilla_rag_reads_top_k_and_cites_them(sample_index):
     assert [h["doc_id"] for h in t.steps[0].searches[0].hits] == [s.doc_id for s in ans.sources]
     assert t.steps[1].llm_calls[0].schema_name == "AnswerOutput"
     assert ans.usage["llm_calls"] == 1 and ans.usage["searches"] == 1
-    assert ans.config == {"k": 2, "temperature": 0.0, "answer_style": "short", "answer_max_chars": None}
+    assert ans.config == {
+        "k": 2,
+        "temperature": 0.0,
+        "answer_style": "short",
+        "answer_max_chars": None,
+        "max_llm_calls": 80,
+        "max_tokens": 60_000,
+        "deadline_s": 900.0,
+    }
 
 
 def test_vanilla_rag_k_from_config(sample_index):

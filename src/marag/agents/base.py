@@ -3,7 +3,8 @@
 Agents do not log and do not retry: the LLM port validates, repairs once and records the
 call; the agent only opens a trace step, and when the port gives up
 (`StructuredOutputError`) it returns its documented fallback instead of failing the
-whole question.
+whole question. When the question's budget is spent the port makes no call at all and
+the step is marked `skipped` (the fallback stands in).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from pydantic import BaseModel, Field, create_model
 
 from marag.errors import StructuredOutputError
 from marag.llm.base import LLM, Message
+from marag.llm.budget import BudgetExhausted
 from marag.trace import step
 
 I = TypeVar("I", bound=BaseModel)
@@ -66,6 +68,8 @@ class Agent(Generic[I, O]):
                 out = response.parsed
             except StructuredOutputError as exc:
                 out = self.fallback(inp, exc)
-                s.status, s.error = "fallback", str(exc).splitlines()[0]
+                # skipped: the budget was spent, so no call was made (not the model's fault)
+                s.status = "skipped" if isinstance(exc, BudgetExhausted) else "fallback"
+                s.error = str(exc).splitlines()[0]
             s.outputs = out.model_dump(mode="json")
             return out

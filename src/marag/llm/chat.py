@@ -22,6 +22,7 @@ from pydantic import BaseModel, ValidationError
 
 from marag.errors import MaragError, StructuredOutputError
 from marag.llm.base import LLMResponse, Message, Usage
+from marag.llm.budget import current_budget
 from marag.llm.cache import LLMCache, cache_key
 from marag.llm.schema import output_schema
 from marag.trace import LLMCall, record_llm_call
@@ -35,6 +36,7 @@ class Completion:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     finish_reason: str | None = None  # "length" means max_tokens cut the reply
+    reused_prompt_tokens: int = 0  # prompt prefix the server had cached (not evaluated)
 
 
 # The output model of the generate() call in progress (a context variable, so concurrent
@@ -48,11 +50,12 @@ def current_output_model() -> type[BaseModel] | None:
     return _output_model.get()
 
 
+# The repair turn names the problem and the expected shape in one line (`outline`),
+# not the whole schema: the backend constrains decoding to the schema anyway, and
+# resending it would cost hundreds of prompt tokens per repair.
 REPAIR_PROMPT = (
-    "Your last reply could not be read as the requested JSON.\n"
-    "Problem: {error}\n"
-    "Write the reply again as a single JSON object matching this schema, and nothing "
-    "else (no explanation, no code fence):\n{schema}"
+    "Your last reply could not be read as the requested JSON ({error}). "
+    "Reply again with only a JSON object of this shape: {outline}"
 )
 
 
@@ -87,6 +90,9 @@ class ChatModel(ABC):
         seed: int | None = None,
     ) -> LLMResponse:
         msgs = [_as_dict(m) for m in messages]
+        budget = current_budget()
+        if budget is not None:
+            budget.check()  # a spent budget skips the call: no round trip, no record
         schema = output_schema(output, inline=self.inline_refs) if output is not None else None
         key = None
         if self.cache is not None and (temperature <= 0 or self.cache_sampled):
@@ -103,6 +109,9 @@ class ChatModel(ABC):
             _output_model.reset(token)
             rec.latency_s = round(time.perf_counter() - t0, 4)
             record_llm_call(rec)  # failed and cached calls are part of the record too
+            if budget is not None:
+                spent = (0, 0) if rec.cached else (rec.prompt_tokens, rec.completion_tokens)
+                budget.charge(*spent)
         usage = Usage(prompt_tokens=rec.prompt_tokens, completion_tokens=rec.completion_tokens, latency_s=rec.latency_s)
         return LLMResponse(text=rec.response, parsed=parsed, usage=usage, model=self.model, cached=rec.cached)
 
@@ -127,7 +136,7 @@ class ChatModel(ABC):
                 rec.repaired = True
                 retry = msgs + [
                     {"role": "assistant", "content": comp.text},
-                    {"role": "user", "content": REPAIR_PROMPT.format(error=error, schema=_compact(schema))},
+                    {"role": "user", "content": REPAIR_PROMPT.format(error=error, outline=outline(schema))},
                 ]
                 comp = await self._round_trip(rec, retry, schema, temperature, max_tokens, seed)
                 parsed, error = parse_output(comp.text, output)
@@ -154,6 +163,7 @@ class ChatModel(ABC):
         rec.response = comp.text
         rec.prompt_tokens += comp.prompt_tokens
         rec.completion_tokens += comp.completion_tokens
+        rec.reused_prompt_tokens += comp.reused_prompt_tokens
         return comp
 
 
@@ -226,8 +236,33 @@ def _failure_hint(comp: Completion, max_tokens: int) -> str:
     return "agents fall back to their default here; a larger model or a simpler output model helps"
 
 
-def _compact(schema: dict[str, Any] | None) -> str:
-    return json.dumps(schema, separators=(",", ":"), ensure_ascii=False)
+def outline(schema: dict[str, Any] | None) -> str:
+    """A one-line sketch of the JSON a schema asks for, e.g.
+    `{"agent": "planner"|"searcher", "input": string(<=200), "ok": true|false}`."""
+    if not schema:
+        return "{}"
+
+    def shape(node: dict[str, Any]) -> str:
+        if "enum" in node:
+            return "|".join(json.dumps(v, ensure_ascii=False) for v in node["enum"])
+        if "const" in node:
+            return json.dumps(node["const"], ensure_ascii=False)
+        for key in ("anyOf", "oneOf"):
+            if key in node:
+                return "|".join(shape(o) for o in node[key])
+        kind = node.get("type")
+        if kind == "object" or "properties" in node:
+            return "{" + ", ".join(f"{json.dumps(k)}: {shape(v)}" for k, v in node.get("properties", {}).items()) + "}"
+        if kind == "array":
+            inner = shape(node.get("items", {}))
+            return f"[{inner}, ...]" + (f"(<={node['maxItems']})" if "maxItems" in node else "")
+        if kind == "string":
+            return f"string(<={node['maxLength']})" if "maxLength" in node else "string"
+        if kind == "boolean":
+            return "true|false"
+        return str(kind or "value")
+
+    return shape(schema)
 
 
 def _as_dict(m: Message | dict[str, str]) -> dict[str, str]:

@@ -33,6 +33,9 @@ class LLMConfig(BaseModel):
     n_ctx: int = 16384  # llamacpp: total context, split among the n_parallel slots
     n_parallel: int = 4
     verbosity: int = -1  # llamacpp: llama.cpp's log on stderr (-1 silent ... 3 chatty)
+    # llamacpp: the same reply to the same request in every run (one slot, no prompt
+    # cache); costs throughput. Part of a run's identity: its answers differ.
+    deterministic: bool = False
     timeout_s: float = 120.0
     max_retries: int = 2
     strict_schema: bool = True  # openai: ask the server to enforce the schema exactly
@@ -82,7 +85,15 @@ def make_llm(spec: str | LLMConfig, **overrides: Any) -> LLM:
 def _llamacpp(cfg: LLMConfig) -> LLM:
     from marag.llm.llamacpp import LlamaCppLLM
 
-    return LlamaCppLLM(cfg.model_path, cfg.threads, cfg.n_ctx, cfg.n_parallel, cfg.verbosity, **cfg.cache_kwargs())
+    return LlamaCppLLM(
+        cfg.model_path,
+        cfg.threads,
+        cfg.n_ctx,
+        cfg.n_parallel,
+        cfg.verbosity,
+        deterministic=cfg.deterministic,
+        **cfg.cache_kwargs(),
+    )
 
 
 @LLM_BACKENDS.register("openai")

@@ -8,12 +8,27 @@ and share every forward pass, which is where CPU throughput comes from.
 Context size: `n_ctx` is the whole KV cache, split evenly among the slots, so every
 single request (prompt + reply) must fit in `n_ctx // n_parallel` tokens (4096 with the
 defaults 16384 / 4).
+
+Prefix reuse: each slot keeps the tokens of its last prompt, and llama.cpp hands a new
+request to the idle slot whose cached prompt shares the longest prefix with it (above
+`slot_prompt_similarity`), evaluating only the rest; prompts that start with what is
+stable (agents lay them out that way) cost only their new tail. The reused part is
+recorded per call (`LLMCall.reused_prompt_tokens`).
+
+Structured output: the schema goes to llama.cpp's llguidance engine as a grammar that
+allows no whitespace between JSON tokens (every space a small model writes there is a
+token it pays for).
+
+`deterministic=True` gives the same reply to the same request in every run: one slot
+(parallel slots batch requests together, and the batch changes the arithmetic) and no
+prompt cache (a reused prefix was computed in a different batch). It costs throughput.
 """
 
 from __future__ import annotations
 
 import asyncio
 import importlib.util
+import json
 import secrets
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -48,6 +63,8 @@ class LlamaCppLLM(ChatModel):
         n_ctx: int = 16384,
         n_parallel: int = 4,
         verbosity: int = -1,  # llama.cpp's own log on stderr: -1 silent, 3 chatty
+        deterministic: bool = False,
+        slot_prompt_similarity: float = 0.1,
         **kwargs: Any,
     ):
         path = Path(model_path).expanduser() if model_path else default_model_path()
@@ -55,7 +72,10 @@ class LlamaCppLLM(ChatModel):
             raise LLMError(f"model file not found: {path}", hint=_NO_MODEL_HINT)
         super().__init__(path.name, **kwargs)  # the file name, so caches survive a move
         self.model_path = path
+        self.deterministic = deterministic
+        n_parallel = 1 if deterministic else n_parallel
         self.threads, self.n_ctx, self.n_parallel, self.verbosity = threads, n_ctx, n_parallel, verbosity
+        self.slot_prompt_similarity = slot_prompt_similarity
         self._server: Any = None
         self._lock = threading.Lock()
         # llama.cpp also serves HTTP on 127.0.0.1 (random port); without a key any local
@@ -88,6 +108,8 @@ class LlamaCppLLM(ChatModel):
         p.cpuparams.n_threads = self.threads
         p.cpuparams_batch.n_threads = self.threads
         p.verbosity = self.verbosity
+        p.slot_prompt_similarity = self.slot_prompt_similarity
+        p.cache_prompt = not self.deterministic
         p.api_keys = [self.http_api_key]
         try:
             server = xllamacpp.Server(p)
@@ -125,8 +147,10 @@ class LlamaCppLLM(ChatModel):
         }
         if seed is not None:
             request["seed"] = seed
+        if self.deterministic:
+            request["cache_prompt"] = False
         if json_schema is not None:
-            request["response_format"] = {"type": "json_object", "schema": json_schema}
+            request["grammar"] = compact_json_grammar(json_schema)
         stop = threading.Event()
         future = asyncio.get_running_loop().run_in_executor(self._executor, self._request, request, stop)
         try:
@@ -169,6 +193,7 @@ class LlamaCppLLM(ChatModel):
             prompt_tokens=usage.get("prompt_tokens", 0),
             completion_tokens=usage.get("completion_tokens", 0),
             finish_reason=finish,
+            reused_prompt_tokens=(usage.get("prompt_tokens_details") or {}).get("cached_tokens", 0),
         )
 
     def _error(self, error: dict[str, Any]) -> LLMError:
@@ -182,3 +207,11 @@ class LlamaCppLLM(ChatModel):
             f"llama.cpp error: {error.get('message', error)}",
             hint="see the message above; rerun with verbosity=3 for llama.cpp's log",
         )
+
+
+def compact_json_grammar(schema: dict[str, Any]) -> str:
+    """An llguidance grammar for `schema` that admits no whitespace between JSON tokens.
+    (llama.cpp's `response_format` path ignores llguidance's `x-guidance` options, a
+    grammar of our own carries them.)"""
+    compact = {"x-guidance": {"whitespace_flexible": False}, **schema}
+    return "%llguidance {}\nstart: %json " + json.dumps(compact, ensure_ascii=False)

@@ -68,6 +68,8 @@ class OpenAICompatLLM(ChatModel):
                 prompt_tokens=int(usage.get("prompt_tokens") or 0),
                 completion_tokens=int(usage.get("completion_tokens") or 0),
                 finish_reason=choice.get("finish_reason"),
+                # servers that cache prompt prefixes (llama.cpp, vLLM, OpenAI) report it here
+                reused_prompt_tokens=int((usage.get("prompt_tokens_details") or {}).get("cached_tokens") or 0),
             )
         except (KeyError, IndexError, TypeError, AttributeError, ValueError):
             raise LLMError(

@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from marag.agents.answerer import ANSWER_STYLES, AnswerStyle
 from marag.index.base import Hit, Retriever
 from marag.llm.base import LLM
+from marag.llm.budget import Budget, activate_budget
 from marag.registry import Registry
 from marag.trace import Trace, activate
 
@@ -46,7 +47,19 @@ class Answer(BaseModel):
 
 
 class StrategyConfig(BaseModel):
+    """Every strategy's config. The hard per-question budget is common to all (see
+    `marag.llm.budget`): whichever of calls, tokens and seconds runs out first stops the
+    work, and the strategy answers from what it has. The defaults leave ordinary runs
+    alone (mRAG needs 15-30 calls with SmolLM2) and stop runaway ones."""
+
     model_config = ConfigDict(extra="forbid")
+
+    max_llm_calls: int | None = Field(default=80, ge=1)
+    max_tokens: int | None = Field(default=60_000, ge=100)  # prompt + completion, per question
+    deadline_s: float | None = Field(default=900.0, gt=0)  # wall clock; depends on the machine's load
+
+    def budget(self) -> Budget:
+        return Budget(self.max_llm_calls, self.max_tokens, self.deadline_s)
 
 
 class AnsweringConfig(StrategyConfig):
@@ -92,16 +105,25 @@ class Strategy:
         config = self.config.model_dump(mode="json")
         trace = Trace(question=question, strategy=self.name, config=config)
         t0 = time.perf_counter()
-        with activate(trace):
+        budget = self.config.budget()
+        with activate(trace), activate_budget(budget):
             text, hits = await self.solve(question)
         trace.answer = text
+        trace.budget = {
+            "max_llm_calls": budget.max_llm_calls,
+            "max_tokens": budget.max_tokens,
+            "deadline_s": budget.deadline_s,
+            "llm_calls": budget.calls,
+            "tokens": budget.tokens,
+            "stopped_by": budget.stopped_by,
+        }
         return Answer(
             question=question,
             answer=text,
             sources=[Source.from_hit(h) for h in hits],
             strategy=self.name,
             config=config,
-            usage=trace.totals(),
+            usage={**trace.totals(), "stopped_by_budget": float(budget.stopped_by is not None)},
             seconds=round(time.perf_counter() - t0, 3),
             trace=trace,
         )

@@ -25,6 +25,15 @@ Our additions, to keep small models productive (each can be turned off):
   (skipping the planner), without them the coordinator simply chooses again;
 - repetition (`guards`): picking the agent that ran the last `max_same_agent_in_row`
   times again is overridden by the fixed sequence's next agent (a "guard" step);
+- search memory (`memory`): the searcher reads only documents no search of this
+  question returned before, rejects queries that repeat earlier ones and seeds a new
+  one from the facts found (see `marag.agents.mrag.searcher`);
+- no-progress guard (`progress_guard`): an agent run that changes nothing (no new
+  document in S, the same response, plan and notes) is a no-op; after `max_noops` in a
+  row the next turn is steered, without a coordinator call: to the searcher with the
+  newest fact no query has used (the bridge to a second hop), else the planner (if it
+  never ran and there is no response), else the answerer (if S changed since the last
+  answer or there is none), else the finisher. Recorded as a "guard" step;
 - echo filter (`guards`): a coordinator input that only names an agent, copies its
   own instructions or has no words is dropped before it reaches the agent; the
   searcher does not run queries that share no content word with the question, the
@@ -43,6 +52,9 @@ Our additions, to keep small models productive (each can be turned off):
   the relevance judge, a 200-character coordinator input (`coordinator_input_chars`);
 - a late answer (`late_answer`): if the budget ends with no response, the answerer runs
   once on what was collected (outside the budget, `answered_after_budget` in the usage).
+The question's hard budget (`max_llm_calls`, `max_tokens`, `deadline_s`, common to every
+strategy) ends the loop and any searcher run early; the late answer then runs in the
+budget's grace.
 The coordinator's own fallback (unusable output) is the fixed sequence, continued after
 the furthest of its steps already done. Budgets are config fields (the paper's values
 as defaults) and a final "budget" step (also merged into `Answer.usage`) reports what
@@ -84,7 +96,9 @@ from marag.agents.mrag import (
 )
 from marag.agents.mrag._shared import pack_texts
 from marag.index.base import Hit, Retriever
+from marag.index.memory import SearchMemory, query_terms
 from marag.llm.base import LLM
+from marag.llm.budget import budget_spent, grace
 from marag.llm.factory import LLMConfig, make_llm
 from marag.strategies.base import STRATEGIES, Answer, AnsweringConfig, Strategy
 from marag.trace import current_trace, step
@@ -104,6 +118,9 @@ PAPER_SETTINGS: dict[str, Any] = {
     "doc_chars": None,
     "coordinator_input_chars": 1000,
     "late_answer": False,
+    "memory": False,
+    "progress_guard": False,
+    "judge_pages": False,
 }
 
 
@@ -123,6 +140,11 @@ class MRAGConfig(AnsweringConfig):
     doc_chars: int | None = Field(default=1000, ge=50)  # a document's text for the relevance judge
     coordinator_input_chars: int = Field(default=200, ge=20, le=4000)
     late_answer: bool = True
+    memory: bool = True  # search memory: unseen documents only, repeated queries rejected
+    query_retries: int = Field(default=1, ge=0)  # with memory: new queries asked for after a repeat
+    progress_guard: bool = True
+    max_noops: int = Field(default=2, ge=1)  # agent runs in a row that change nothing before a steer
+    judge_pages: bool = False  # one relevance call per page of documents (the paper: one per document)
     # -- needed in every mode: prompts must fit the model's context --
     context_chars: int | None = Field(default=6000, ge=200)  # all of S, packed (None: no limit)
     temperature: float = 0.0
@@ -164,6 +186,23 @@ class _State:
     refusals: int = 0
     guards: int = 0
     finished: bool = False
+    plan: str = ""
+    noops: int = 0  # agent runs in a row that changed nothing
+    steers: int = 0  # turns the no-progress guard steered
+    answered_with: int = -1  # |S| when the answerer last ran
+    memory: SearchMemory | None = None
+
+    def signature(self) -> tuple:
+        """What an agent run can change: S, the response, the plan, the notes."""
+        return (len(self.docs), self.response, self.plan, frozenset(self.notes))
+
+    def facts(self, last: int | None = None) -> list[str]:
+        """What each document in S gives, in discovery order: "title: fact"."""
+        lines = []
+        for cid, h in self.docs.items():
+            j = self.why.get(cid)
+            lines.append(f"{h.title or cid}: {j.fact or j.explanation}" if j else h.title or cid)
+        return lines[-last:] if last else lines
 
     def ranked_docs(self) -> list[tuple[Hit, Judged | None]]:
         """S, most relevant first: kept by the judge before kept by the rank floor or a
@@ -201,27 +240,34 @@ class MRAG(Strategy):
 
     async def solve(self, question: str) -> tuple[str, list[Hit]]:
         cfg, st = self.config, _State(question)
-        while not st.finished and st.calls < cfg.max_agent_calls:
-            st.coordinator_calls += 1
-            d = await self._call(
-                Coordinator(cfg.coordinator_input_chars),
-                "coordinator",
-                CoordinatorInput(
-                    question=question,
-                    history=st.history[-cfg.history_window :] if cfg.history_window else st.history,
-                    response=st.response or "",
-                    documents=[h.title or h.chunk_id for h in st.docs.values()],
-                    calls_left=cfg.max_agent_calls - st.calls,
-                    default_next=self._next_in_sequence(st),
-                    hint=cfg.hints,
-                ),
-            )
-            routed = self._route(st, d.agent, useful_input(d.input) if cfg.guards else d.input)
+        st.memory = SearchMemory(self.search, unseen_only=cfg.memory)
+        while not st.finished and st.calls < cfg.max_agent_calls and not budget_spent():
+            before = st.signature()
+            if cfg.progress_guard and st.noops >= cfg.max_noops:
+                routed: tuple[str, str] | None = self._steer(st)  # no coordinator call: the guard decides
+            else:
+                st.coordinator_calls += 1
+                d = await self._call(
+                    Coordinator(cfg.coordinator_input_chars),
+                    "coordinator",
+                    CoordinatorInput(
+                        question=question,
+                        history=st.history[-cfg.history_window :] if cfg.history_window else st.history,
+                        response=st.response or "",
+                        documents=st.facts(),
+                        calls_left=cfg.max_agent_calls - st.calls,
+                        default_next=self._next_in_sequence(st),
+                        hint=cfg.hints,
+                    ),
+                )
+                routed = self._route(st, d.agent, useful_input(d.input) if cfg.guards else d.input)
             if routed is not None and st.calls < cfg.max_agent_calls:
                 await self._run(st, *routed)
+            st.noops = st.noops + 1 if st.signature() == before else 0
         answered_late = st.response is None and cfg.late_answer
         if answered_late:  # budget spent (or finished without one): answer once from what was collected
-            await self._run(st, "answerer", "", count=False)
+            with grace():
+                await self._run(st, "answerer", "", count=False)
         trace = current_trace()
         with step("budget") as s:
             s.outputs = {
@@ -232,6 +278,7 @@ class MRAG(Strategy):
                 "query_reuses": st.query_reuses,
                 "refusals": st.refusals,
                 "guards": st.guards,
+                "progress_steers": st.steers,
                 "fallbacks": sum(x.status == "fallback" for x in trace.steps) if trace else 0,
                 "finished": st.finished,
                 "answered_after_budget": answered_late,
@@ -252,6 +299,26 @@ class MRAG(Strategy):
         done = ("planner" in st.ran, "searcher" in st.ran, st.response is not None)
         last = max((i for i, d in enumerate(done) if d), default=-1)
         return SEQUENCE[max(last + 1, 0 if plan else 1)]
+
+    def _steer(self, st: _State) -> tuple[str, str]:
+        """The no-progress guard's pick (module docstring), recorded as a guard step."""
+        used = set().union(*(query_terms(q) for q in st.memory.queries)) if st.memory and st.memory.queries else set()
+        bridge = next(
+            (j.fact for j in reversed(list(st.why.values())) if j.fact and query_terms(j.fact) and not query_terms(j.fact) <= used),
+            None,
+        )
+        if bridge:
+            pick = ("searcher", bridge)
+        elif "planner" not in st.ran and st.response is None:
+            pick = ("planner", "")
+        elif st.response is None or st.answered_with != len(st.docs):
+            pick = ("answerer", "")
+        else:
+            pick = ("finisher", "")
+        st.guards, st.steers, st.noops = st.guards + 1, st.steers + 1, 0
+        with step("guard", rule=f"no progress in {self.config.max_noops} agent calls") as s:
+            s.outputs = {"agent": pick[0], "input": pick[1]}
+        return pick
 
     def _unmet(self, st: _State, agent: str) -> str | None:
         if agent == "reviser" and st.response is None:
@@ -316,9 +383,10 @@ class MRAG(Strategy):
         # the plan goes to the coordinator (history), not into the notes other agents read:
         # it holds no collected information, and small models copy it into their output
         plan = await self._call(
-            Planner(), "planner", PlannerInput(question=st.question, request=text, known=st.notes[-2:])
+            Planner(), "planner", PlannerInput(question=st.question, request=text, known=st.facts(last=6) + st.notes[-2:])
         )
-        return "; ".join(plan.steps)
+        st.plan = "; ".join(plan.steps)
+        return st.plan
 
     async def _searcher(self, st: _State, text: str) -> str:
         cfg = self.config
@@ -331,14 +399,17 @@ class MRAG(Strategy):
             on_topic_queries=cfg.guards,
             stop_dry_paging=cfg.guards,
             heuristic_fallbacks=cfg.guards,
+            memory=cfg.memory,
+            query_retries=cfg.query_retries,
+            judge_pages=cfg.judge_pages,
         )
-        # what is known: the titles found so far (notes stay out: a small model copies
-        # them into its query)
-        known = [h.title or h.chunk_id for h in list(st.docs.values())[:6]]
+        # what is known: the facts the documents in S gave (notes stay out: a small model
+        # copies them into its query); it goes into the query writer's prompt, never
+        # into the query itself
         out, hits = await Searcher()(
             self._llm("searcher"),
-            self.search,
-            SearcherInput(question=st.question, aspects=text, known=known),
+            st.memory,
+            SearcherInput(question=st.question, aspects=text, known=st.facts(last=6)),
             limits,
             cfg.temperature,
             cfg.seed,
@@ -376,7 +447,7 @@ class MRAG(Strategy):
             "answerer",
             MRAGAnswerInput(question=st.question, guidance=text, notes=st.notes[-3:], documents=self._docs(st)),
         )
-        st.response = out.answer
+        st.response, st.answered_with = out.answer, len(st.docs)
         return out.answer
 
     async def _validator(self, st: _State, text: str) -> str:

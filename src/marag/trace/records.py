@@ -24,9 +24,12 @@ class LLMCall(BaseModel):
     response: str
     schema_name: str | None = None
     prompt_tokens: int = 0
+    # prompt tokens the server did not evaluate: a prefix it still held from an earlier
+    # request (llama.cpp's per-slot prompt cache); the rest were evaluated
+    reused_prompt_tokens: int = 0
     completion_tokens: int = 0
     latency_s: float = 0.0
-    cached: bool = False
+    cached: bool = False  # answered from marag's own response cache: nothing was spent
     repaired: bool = False
     error: str | None = None
 
@@ -60,6 +63,7 @@ class Trace(BaseModel):
     steps: list[Step] = Field(default_factory=list)
     answer: str | None = None
     error: str | None = None
+    budget: dict[str, Any] = Field(default_factory=dict)  # the question's hard limits, what it spent, what stopped it
 
     # -- totals read by cost accounting, the viewer and trajectory export -----------
     def llm_calls(self) -> Iterator[LLMCall]:
@@ -74,14 +78,26 @@ class Trace(BaseModel):
         calls = list(self.llm_calls())
         # a cache hit cost nothing in this run: count the call, not its tokens
         spent = [c for c in calls if not c.cached]
+        searches = list(self.searches())
+        pages = [(normalize_query(s.query), s.offset) for s in searches]
+        prompt = sum(c.prompt_tokens for c in spent)
+        reused = sum(c.reused_prompt_tokens for c in spent)
         return {
             "steps": len(self.steps),
             "llm_calls": len(calls),
             "cached_llm_calls": len(calls) - len(spent),
-            "prompt_tokens": sum(c.prompt_tokens for c in spent),
+            "prompt_tokens": prompt,
+            "prompt_tokens_reused": reused,
+            "prompt_tokens_evaluated": prompt - reused,
             "completion_tokens": sum(c.completion_tokens for c in spent),
             "llm_latency_s": round(sum(c.latency_s for c in calls), 4),
-            "searches": sum(1 for _ in self.searches()),
+            "searches": len(searches),
+            "search_latency_s": round(sum(s.latency_s for s in searches), 4),
+            # search progress: distinct queries, distinct chunks any search returned, and
+            # searches that read a page (query, offset) already read
+            "distinct_queries": len({q for q, _ in pages}),
+            "docs_read": len({h.get("chunk_id") for s in searches for h in s.hits}),
+            "repeated_searches": len(pages) - len(set(pages)),
         }
 
 
@@ -91,6 +107,11 @@ _current_trace: contextvars.ContextVar[Trace | None] = contextvars.ContextVar(
 _current_step: contextvars.ContextVar[Step | None] = contextvars.ContextVar(
     "marag_step", default=None
 )
+
+
+def normalize_query(query: str) -> str:
+    """A query as the index sees it, for telling repeats apart: case and spacing folded."""
+    return " ".join(query.lower().split())
 
 
 def current_trace() -> Trace | None:

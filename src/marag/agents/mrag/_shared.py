@@ -8,11 +8,27 @@ clipped to an equal share of the budget.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from pydantic import BaseModel
 
+from marag.agents.layout import laid_out
 from marag.index.base import Hit
+from marag.llm.base import Message
+
+# The system prompt of every mRAG role: one text, so a question's calls share it (and
+# the question after it) as a cached prefix; each role's task follows the question.
+PREAMBLE = (
+    "You are one agent of a team that answers questions from a document collection. "
+    "Do only the task you are given, and reply with JSON only."
+)
+
+
+def team_prompt(
+    question: str, task: str, state: Iterable[str] = (), ask: str = "Reply as JSON.", documents: str | None = None
+) -> list[Message]:
+    """An mRAG role's messages, laid out for prefix reuse (`marag.agents.layout`)."""
+    return laid_out(PREAMBLE, question, task, state, ask, documents)
 
 
 class Doc(BaseModel):

@@ -11,7 +11,7 @@ from __future__ import annotations
 from pydantic import BaseModel, Field
 
 from marag.agents.answerer import Answerer, AnswerOutput
-from marag.agents.mrag._shared import Doc, render_docs, render_lines
+from marag.agents.mrag._shared import Doc, render_docs, render_lines, team_prompt
 from marag.llm.base import Message
 
 
@@ -28,16 +28,13 @@ class MRAGAnswerer(Answerer):
     Output = AnswerOutput
 
     def messages(self, inp: MRAGAnswerInput) -> list[Message]:  # type: ignore[override]
-        system = (
-            f"You answer a question using only the numbered documents. {self.style.instruction} "
-            "If the documents do not contain the answer, say that you do not know. Reply as JSON."
+        task = (
+            f"Your task: answer the question using only the documents. {self.style.instruction} "
+            "If the documents do not contain the answer, say that you do not know."
         )
-        # The question comes last, right after the best document: what the model reads
-        # last is what a small model answers (a trailing "Guidance:" line was echoed).
-        user = ""
-        if inp.guidance:
-            user += f"Guidance: {inp.guidance}\n"
-        if inp.notes:
-            user += f"Notes:\n{render_lines(inp.notes)}\n"
-        user += f"\nDocuments:\n\n{render_docs(inp.documents)}\n\nQuestion: {inp.question}\nAnswer as JSON."
-        return [Message(role="system", content=system), Message(role="user", content=user.lstrip())]
+        state = [f"Guidance: {inp.guidance}" if inp.guidance else "", f"Notes:\n{render_lines(inp.notes)}" if inp.notes else ""]
+        # The question is asked again last: what a small model reads last is what it
+        # answers (a trailing "Guidance:" line was echoed).
+        return team_prompt(
+            inp.question, task, state, f"Question: {inp.question}\nAnswer as JSON.", render_docs(inp.documents)
+        )

@@ -6,11 +6,15 @@ Fallback: when its output is unusable it hands over to the fixed sequence
 planner -> searcher -> answerer -> finisher; the strategy tells it where that sequence
 stands (`default_next`), so the run continues from what has already happened.
 
-Hint (our addition, `hint=True`): the prompt names `default_next` as "the usual next
-agent" and lists it first. SmolLM2-135M otherwise names the first agent it reads
-(the planner) in almost every state; with the hint it chose a sensible agent in 11 of
-12 probe states (question x {start, planned, searched, answered}), without it 4-7.
-A capable model still chooses freely; turn it off to study the unaided coordinator.
+Hint (our addition, `hint=True`): the prompt's last line names `default_next` as "the
+usual next agent". SmolLM2-135M otherwise names the first agent it reads (the planner)
+in almost every state. A capable model still chooses freely; turn it off to study the
+unaided coordinator.
+
+Layout: the agent catalogue is part of the coordinator's fixed task text, always in
+the same order, so every coordinator turn of a question starts with the same bytes
+(preamble, question, task, then the history, which only grows) and the server reuses
+that prefix; what changes (documents, response, calls left, hint) comes last.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from typing import Literal, get_args
 from pydantic import BaseModel, Field
 
 from marag.agents.base import Agent, narrowed
+from marag.agents.mrag._shared import team_prompt
 from marag.errors import StructuredOutputError
 from marag.llm.base import Message
 
@@ -40,21 +45,17 @@ AGENT_GUIDE: dict[str, str] = {
 }
 
 
-def _system(first: str | None) -> str:
-    order = list(AGENT_GUIDE) if first is None else [first] + [a for a in AGENT_GUIDE if a != first]
-    return (
-        "You coordinate a team of agents that answer a question from a document collection. "
-        "Each turn you choose the agent that acts next.\nAgents:\n"
-        + "\n".join(f"{name} - {AGENT_GUIDE[name]}" for name in order)
-        + "\nReply as JSON with the agent, its input and your reason."
-    )
+_TASK = (
+    "Your task: coordinate the team. Each turn you choose the agent that acts next and give it "
+    "a short input.\nAgents:\n" + "\n".join(f"{name} - {text}" for name, text in AGENT_GUIDE.items())
+)
 
 
 class CoordinatorInput(BaseModel):
     question: str
     history: list[str] = Field(default_factory=list)  # recent agent reports, oldest first
     response: str = ""  # the current response ("" = none yet)
-    documents: list[str] = Field(default_factory=list)  # titles of the documents collected
+    documents: list[str] = Field(default_factory=list)  # the documents collected: "title: what it gives"
     calls_left: int = 0
     default_next: AgentName = "planner"  # the fixed sequence's next agent (fallback; hint)
     hint: bool = True  # name default_next in the prompt and list it first (see module docstring)
@@ -81,19 +82,14 @@ class Coordinator(Agent[CoordinatorInput, CoordinatorDecision]):
 
     def messages(self, inp: CoordinatorInput) -> list[Message]:
         history = "\n".join(f"{i}. {h}" for i, h in enumerate(inp.history, 1)) or "(nothing yet)"
-        user = (
-            f"Question: {inp.question}\n"
-            f"Done so far:\n{history}\n"
-            f"Documents found: {'; '.join(inp.documents) or 'none'}\n"
-            f"Response: {inp.response or 'none yet'}\n"
-            f"Calls left: {inp.calls_left}\n"
-            + (f"The usual next agent is: {inp.default_next}\n" if inp.hint else "")
-            + "Which agent acts next?"
-        )
-        return [
-            Message(role="system", content=_system(inp.default_next if inp.hint else None)),
-            Message(role="user", content=user),
+        state = [
+            f"Done so far:\n{history}",
+            f"Documents found: {'; '.join(inp.documents) or 'none'}",
+            f"Response: {inp.response or 'none yet'}",
+            f"Calls left: {inp.calls_left}",
+            f"The usual next agent is: {inp.default_next}" if inp.hint else "",
         ]
+        return team_prompt(inp.question, _TASK, state, "Which agent acts next? Reply as JSON with the agent, its input and your reason.")
 
     def fallback(self, inp: CoordinatorInput, error: StructuredOutputError) -> CoordinatorDecision:
         return CoordinatorDecision(
@@ -108,6 +104,6 @@ def useful_input(text: str) -> str:
     flat = " ".join(text.split()).strip(" .,;:-\"'")
     if len(flat) < 3 or not any(c.isalpha() for c in flat) or flat.lower() in AGENT_NAMES:
         return ""
-    if flat.lower() in _system(None).lower() or "usual next agent" in flat.lower():
+    if flat.lower() in _TASK.lower() or "usual next agent" in flat.lower():
         return ""
     return flat

@@ -11,7 +11,7 @@ from typing import Annotated
 from pydantic import BaseModel, Field, StringConstraints
 
 from marag.agents.base import Agent
-from marag.agents.mrag._shared import render_lines
+from marag.agents.mrag._shared import render_lines, team_prompt
 from marag.errors import StructuredOutputError
 from marag.llm.base import Message
 
@@ -28,9 +28,10 @@ class Plan(BaseModel):
     steps: list[Step] = Field(min_length=1, max_length=5)
 
 
-_SYSTEM = (
-    "You plan how to answer a question with a document search engine. "
-    "Write 2 to 4 short steps: what to look up and what to work out. Reply as JSON."
+_TASK = (
+    "Your task: plan how to answer the question with a document search engine. "
+    "Write 2 to 4 short steps: what to look up and what to work out. When the answer "
+    "depends on something you must find first, look that up first."
 )
 
 
@@ -41,12 +42,8 @@ class Planner(Agent[PlannerInput, Plan]):
     max_tokens = 220
 
     def messages(self, inp: PlannerInput) -> list[Message]:
-        user = f"Question: {inp.question}\n"
-        if inp.request:
-            user += f"Focus: {inp.request}\n"
-        if inp.known:
-            user += f"Known so far:\n{render_lines(inp.known)}\n"
-        return [Message(role="system", content=_SYSTEM), Message(role="user", content=user + "\nPlan as JSON.")]
+        state = [f"Focus: {inp.request}" if inp.request else "", f"Known so far:\n{render_lines(inp.known)}" if inp.known else ""]
+        return team_prompt(inp.question, _TASK, state, "Plan as JSON.")
 
     def fallback(self, inp: PlannerInput, error: StructuredOutputError) -> Plan:
         return Plan(steps=[f"Search the collection for: {inp.question}"[:150], "Answer from the documents found"])

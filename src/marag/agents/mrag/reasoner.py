@@ -9,7 +9,7 @@ from __future__ import annotations
 from pydantic import BaseModel, Field
 
 from marag.agents.base import Agent
-from marag.agents.mrag._shared import Doc, render_docs, render_lines
+from marag.agents.mrag._shared import Doc, render_docs, render_lines, team_prompt
 from marag.errors import StructuredOutputError
 from marag.llm.base import Message
 
@@ -25,9 +25,9 @@ class Analysis(BaseModel):
     analysis: str = Field(max_length=300)
 
 
-_SYSTEM = (
-    "You think through one aspect of a question, step by step, using the documents. "
-    "Write the steps briefly and end with what follows. Reply as JSON."
+_TASK = (
+    "Your task: think through one aspect of the question, step by step, using the documents. "
+    "Write the steps briefly and end with what follows."
 )
 
 
@@ -38,11 +38,11 @@ class Reasoner(Agent[ReasonerInput, Analysis]):
     max_tokens = 200
 
     def messages(self, inp: ReasonerInput) -> list[Message]:
-        user = f"Documents:\n\n{render_docs(inp.documents)}\n\n"
-        if inp.notes:
-            user += f"Notes:\n{render_lines(inp.notes)}\n"
-        user += f"Question: {inp.question}\nAspect to analyse: {inp.aspect or 'the whole question'}\n"
-        return [Message(role="system", content=_SYSTEM), Message(role="user", content=user + "Analysis as JSON.")]
+        state = [
+            f"Notes:\n{render_lines(inp.notes)}" if inp.notes else "",
+            f"Aspect to analyse: {inp.aspect or 'the whole question'}",
+        ]
+        return team_prompt(inp.question, _TASK, state, "Analysis as JSON.", render_docs(inp.documents))
 
     def fallback(self, inp: ReasonerInput, error: StructuredOutputError) -> Analysis:
         return Analysis(analysis="No analysis was produced (the reasoner's output was unusable).")

@@ -11,7 +11,7 @@ from pydantic import BaseModel, Field
 
 from marag.agents.answerer import AnswerOutput, AnswerStyle, StyledAnswer
 from marag.agents.base import Agent
-from marag.agents.mrag._shared import Doc, render_docs, render_lines
+from marag.agents.mrag._shared import Doc, render_docs, render_lines, team_prompt
 from marag.errors import StructuredOutputError
 from marag.llm.base import Message
 
@@ -33,18 +33,16 @@ class Reviser(StyledAnswer, Agent[ReviserInput, AnswerOutput]):
         self._set_style(style)
 
     def messages(self, inp: ReviserInput) -> list[Message]:
-        system = (
-            "You improve a response to a question. Apply the suggestion, keep what is right, "
-            f"use only facts from the documents. {self.style.instruction} Reply as JSON."
+        task = (
+            "Your task: improve the response to the question. Apply the suggestion, keep what is right, "
+            f"use only facts from the documents. {self.style.instruction}"
         )
-        user = f"Documents:\n\n{render_docs(inp.documents)}\n\n"
-        if inp.notes:
-            user += f"Notes:\n{render_lines(inp.notes)}\n"
-        user += (
-            f"Question: {inp.question}\nResponse: {inp.response}\n"
-            f"Suggestion: {inp.suggestion or 'make it more accurate and direct'}\n\nRevised answer as JSON."
-        )
-        return [Message(role="system", content=system), Message(role="user", content=user)]
+        state = [
+            f"Notes:\n{render_lines(inp.notes)}" if inp.notes else "",
+            f"Response: {inp.response}",
+            f"Suggestion: {inp.suggestion or 'make it more accurate and direct'}",
+        ]
+        return team_prompt(inp.question, task, state, "Revised answer as JSON.", render_docs(inp.documents))
 
     def fallback(self, inp: ReviserInput, error: StructuredOutputError) -> AnswerOutput:
         return self.Output(answer=inp.response[: self.style.max_chars])

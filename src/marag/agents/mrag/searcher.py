@@ -1,80 +1,119 @@
 """The searcher (mRAG, Algorithm 2): writes a query for the aspects it was given,
 retrieves `docs_per_step` documents at a time, judges each, then decides to read the
 next page of the same query, to change the query (saying why), or to stop; it returns
-the documents it judged relevant, each with its explanation.
+the documents it judged relevant, each with its explanation and the fact it gives.
 
-Three model calls make it up, each a small agent with its own fallback:
-- `QueryWriter` ("searcher.query"): the first query. Fallback: the coordinator's
-  aspects, else the question.
-- `Judge` ("searcher.judge"): one call per document (run concurrently, so a batching
-  server reads both at once). A call per document keeps each prompt to one document,
-  which small models handle better than comparing two. Fallback: not relevant; with
-  `heuristic_fallbacks` (ours) relevant if and only if it was on the query's first page.
+Model calls, each a small agent with its own fallback:
+- `QueryWriter` ("searcher.query"): the first query, from the question, what is still
+  missing, the facts found so far and the queries already used. What the agent knows
+  goes into this prompt, never into the query: the reply is cleaned of any bookkeeping
+  it copied (`clean_query`). Fallback: the coordinator's aspects, else the question.
+- `Judge` ("searcher.judge"): one call per document (run concurrently), as in the paper.
+  It says what the document contributes, names the entity or fact it gives (which
+  seeds later queries: the bridge to a second hop), and whether it is relevant.
+  Fallback: not relevant; with `heuristic_fallbacks` (ours) relevant if and only if it
+  was on the query's first page. `judge_pages=True` (ours, fewer calls) judges a whole
+  page in one `PageJudge` call.
 - `NextMove` ("searcher.next"): continue / change / end, offered in that order every
   time and with no recommendation, so the model decides (it sees the page's judgements
   and everything found so far). Fallback: end; with `heuristic_fallbacks` continue when
   the page added something new and the query has pages left.
 
+Search memory (`memory=True`, ours; `marag.index.memory`): pages hold only documents no
+search of this question returned before, and a query that repeats an earlier one (same
+content words) is rejected (recorded as a `searcher.query_rejected` step): the query
+writer is asked for another (`query_retries` times), then the query is seeded by the
+newest fact found that no query has used yet; a rejected new query in a move counts as
+no new query.
+
 Limits (from the strategy config) are enforced here, not left to the model: a query is
 read at most `query_reuse_limit` times (then the move is forced to a fresh query if the
-model offered one, else to end), an empty page ends that query the same way, and with
-`max_steps` the whole search stops after that many pages. Our guards, each off in the
-paper's mode: `stop_dry_paging` (a page that added nothing ends paging of that query),
-`on_topic_queries` and the rank floor `keep_top_ranked` (a run that judged nothing
-relevant keeps its first query's top hits, marked `by_rank`). Every page, judgement
-and move, forced or not, is in this step's outputs.
+model offered one, else to end), an empty page ends that query the same way, with
+`max_steps` the whole search stops after that many pages, and a spent question budget
+ends it at once. Our guards, each off in the paper's mode: `stop_dry_paging` (a page
+that added nothing ends paging of that query), `on_topic_queries` and the rank floor
+`keep_top_ranked` (a run that judged nothing relevant keeps its first query's top
+hits, marked `by_rank`). Every page, judgement and move, forced or not, is in this
+step's outputs.
 """
 
 from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Awaitable, Callable
 from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from marag.agents.base import Agent
-from marag.agents.mrag._shared import Doc, clip, doc_from_hit, render_lines
+from marag.agents.base import Agent, narrowed
+from marag.agents.mrag._shared import Doc, clip, doc_from_hit, render_lines, team_prompt
 from marag.errors import StructuredOutputError
 from marag.index.base import Hit
+from marag.index.memory import SearchFn, SearchMemory, query_terms
 from marag.llm.base import LLM, Message
+from marag.llm.budget import budget_spent
 from marag.trace import step
 
 QUERY_MAX_CHARS = 120
-SearchFn = Callable[[str, int, int], Awaitable[list[Hit]]]  # (query, k, offset) -> hits
 
 
-# -- the three model calls -------------------------------------------------------------
+# -- the query ---------------------------------------------------------------------------
 class QueryInput(BaseModel):
     question: str
     aspects: str = ""
-    known: list[str] = Field(default_factory=list)
+    known: list[str] = Field(default_factory=list)  # facts found so far: "title: fact"
+    searched: list[str] = Field(default_factory=list)  # queries already used
 
 
 class Query(BaseModel):
     query: str = Field(max_length=QUERY_MAX_CHARS)
 
 
+_QUERY_TASK = (
+    "Your task: write one search query for what is still missing: a few keywords, such as a name "
+    "and what to find out about it. Not a sentence, and nothing else."
+)
+
+
 class QueryWriter(Agent[QueryInput, Query]):
     name = "searcher.query"
     Input = QueryInput
     Output = Query
-    max_tokens = 80
+    max_tokens = 60
 
     def messages(self, inp: QueryInput) -> list[Message]:
-        user = f"Question: {inp.question}\n"
-        if inp.aspects:
-            user += f"Look for: {inp.aspects}\n"
-        if inp.known:
-            user += f"Already known:\n{render_lines(inp.known)}\n"
-        system = "You write a short keyword query for a search engine. Reply as JSON."
-        return [Message(role="system", content=system), Message(role="user", content=user + "\nQuery as JSON.")]
+        state = [
+            f"Still missing: {inp.aspects}" if inp.aspects else "",
+            f"Facts found so far:\n{render_lines(inp.known)}" if inp.known else "",
+            f"Queries already used (write a different one):\n{render_lines(inp.searched)}" if inp.searched else "",
+        ]
+        return team_prompt(inp.question, _QUERY_TASK, state, "Query as JSON.")
 
     def fallback(self, inp: QueryInput, error: StructuredOutputError) -> Query:
         return Query(query=clip(inp.aspects or inp.question, QUERY_MAX_CHARS))
 
 
+# Labels of our own prompts: a small model copies them, and what follows them, into its
+# query ("... Already known: VIVA Media"), which pulls the search back to what was found.
+_BOOKKEEPING = re.compile(
+    r"\b(?:already known|known so far|facts? found(?: so far)?|still missing|look(?:ing)? for|"
+    r"queries already used|already searched|relevant documents so far|this page|documents found|question)\s*:",
+    re.IGNORECASE,
+)
+
+
+def clean_query(text: str) -> str:
+    """The query without bookkeeping copied from the prompt (everything from the first
+    label on, or a leading "Query:"), quotes and extra space; clipped."""
+    flat = " ".join(str(text).split())
+    flat = re.sub(r"^\s*(?:search\s+)?query\s*:\s*", "", flat, flags=re.IGNORECASE)
+    if m := _BOOKKEEPING.search(flat):
+        head = flat[: m.start()].strip(" .;,-")
+        flat = head if sum(c.isalpha() for c in head) >= 3 else _BOOKKEEPING.sub(" ", flat)
+    return clip(flat.strip(" \"'`"), QUERY_MAX_CHARS)
+
+
+# -- relevance -------------------------------------------------------------------------
 class JudgeInput(BaseModel):
     question: str
     aspects: str = ""
@@ -87,34 +126,75 @@ class JudgeInput(BaseModel):
 
 
 class Judgement(BaseModel):
-    explanation: str = Field(max_length=150)
+    explanation: str = Field(max_length=100)
+    fact: str = Field(default="", max_length=80)
     relevant: bool
+
+
+_JUDGE_TASK = (
+    "Your task: decide whether the document below helps answer the question. Say in one short "
+    "sentence what it contributes, name the entity or fact it gives toward the answer (empty if "
+    "none), then say relevant true or false."
+)
+
+
+def _judge_fallback(first_page: bool, first_page_rule: bool) -> Judgement:
+    if not first_page_rule:
+        return Judgement(explanation="fallback: no usable judgment, counted as not relevant", relevant=False)
+    why = "on the first page" if first_page else "not on the first page"
+    return Judgement(explanation=f"fallback: ranked {why} of its query", relevant=first_page)
 
 
 class Judge(Agent[JudgeInput, Judgement]):
     name = "searcher.judge"
     Input = JudgeInput
     Output = Judgement
-    max_tokens = 100
+    max_tokens = 90
 
     def messages(self, inp: JudgeInput) -> list[Message]:
         d = inp.document
-        system = (
-            "You decide whether a document helps answer a question. Explain in one short "
-            "sentence, then say relevant true or false. Reply as JSON."
-        )
-        user = f"Document: {d.title}\n{d.text}\n\nQuestion: {inp.question}\n"
-        if inp.aspects:
-            user += f"Looking for: {inp.aspects}\n"
-        return [Message(role="system", content=system), Message(role="user", content=user + "Judgement as JSON.")]
+        state = [f"Looking for: {inp.aspects}" if inp.aspects else "", f"Document: {d.title}\n{d.text}"]
+        return team_prompt(inp.question, _JUDGE_TASK, state, "Judgement as JSON.")
 
     def fallback(self, inp: JudgeInput, error: StructuredOutputError) -> Judgement:
-        if not inp.first_page_rule:
-            return Judgement(explanation="fallback: no usable judgment, counted as not relevant", relevant=False)
-        why = "on the first page" if inp.first_page else "not on the first page"
-        return Judgement(explanation=f"fallback: ranked {why} of its query", relevant=inp.first_page)
+        return _judge_fallback(inp.first_page, inp.first_page_rule)
 
 
+class PageJudgeInput(BaseModel):
+    question: str
+    aspects: str = ""
+    documents: list[Doc]
+    first_page: bool = True
+    first_page_rule: bool = True
+
+
+class PageJudgement(BaseModel):
+    judgements: list[Judgement]
+
+
+class PageJudge(Agent[PageJudgeInput, PageJudgement]):
+    """All documents of a page in one call (`judge_pages`, ours): one prompt prefix and
+    one reply instead of one per document."""
+
+    name = "searcher.judge"
+    Input = PageJudgeInput
+    Output = PageJudgement
+
+    def __init__(self, n: int):
+        self.Output = narrowed(PageJudgement, "judgements", min_length=n, max_length=n)
+        self.max_tokens = 20 + 80 * n
+
+    def messages(self, inp: PageJudgeInput) -> list[Message]:
+        task = _JUDGE_TASK.replace("the document below", "each numbered document below, in order,")
+        docs = "\n\n".join(f"[{i}] {d.title}\n{d.text}" for i, d in enumerate(inp.documents, 1))
+        state = [f"Looking for: {inp.aspects}" if inp.aspects else "", f"Documents:\n{docs}"]
+        return team_prompt(inp.question, task, state, f"{len(inp.documents)} judgements, in order, as JSON.")
+
+    def fallback(self, inp: PageJudgeInput, error: StructuredOutputError) -> PageJudgement:
+        return PageJudgement(judgements=[_judge_fallback(inp.first_page, inp.first_page_rule)] * len(inp.documents))
+
+
+# -- the next move -----------------------------------------------------------------------
 Action = Literal["continue", "change", "end"]
 # In the paper's order, always: the order must not steer the model (small models pick
 # the first option they read).
@@ -123,6 +203,9 @@ _ACTIONS = {
     "change": "change - search with a different query for what is still missing, and say why",
     "end": "end - stop searching (what was found covers the question, or there is nothing more to find)",
 }
+_NEXT_TASK = "Your task: steer a search for documents that answer the question. After each page of results, choose one move:\n" + "\n".join(
+    f"- {text}" for text in _ACTIONS.values()
+)
 
 
 class NextInput(BaseModel):
@@ -133,7 +216,7 @@ class NextInput(BaseModel):
     reuse_limit: int
     steps_left: int | None = None  # pages left in this searcher run (None: no cap)
     page: list[str] = Field(default_factory=list)  # this page's judgements, one line each
-    found: list[str] = Field(default_factory=list)  # relevant so far: "title: explanation"
+    found: list[str] = Field(default_factory=list)  # relevant so far: "title: fact"
     new_on_page: int = 0  # relevant documents this page added (the fallback reads it)
     heuristic_fallback: bool = True  # ours: continue after a productive page; paper: end
 
@@ -141,31 +224,24 @@ class NextInput(BaseModel):
 class Move(BaseModel):
     action: Action
     new_query: str = Field(default="", max_length=QUERY_MAX_CHARS)
-    reason: str = Field(default="", max_length=150)
+    reason: str = Field(default="", max_length=100)
 
 
 class NextMove(Agent[NextInput, Move]):
     name = "searcher.next"
     Input = NextInput
     Output = Move
-    max_tokens = 120
+    max_tokens = 90
 
     def messages(self, inp: NextInput) -> list[Message]:
-        system = (
-            "You steer a search for documents that answer a question. After each page of results, "
-            "choose one move:\n" + "\n".join(f"- {text}" for text in _ACTIONS.values()) + "\nReply as JSON."
-        )
-        user = f"Question: {inp.question}\n"
-        if inp.aspects:
-            user += f"Looking for: {inp.aspects}\n"
-        user += (
-            f"Query: {inp.query} (pages read: {inp.uses} of {inp.reuse_limit})\n"
-            f"This page:\n{render_lines(inp.page, '(no more results)')}\n"
-            f"Relevant documents so far:\n{render_lines(inp.found)}\n"
-            + (f"Pages left: {inp.steps_left}.\n" if inp.steps_left is not None else "")
-            + "\nNext move as JSON."
-        )
-        return [Message(role="system", content=system), Message(role="user", content=user)]
+        state = [
+            f"Looking for: {inp.aspects}" if inp.aspects else "",
+            f"Query: {inp.query} (pages read: {inp.uses} of {inp.reuse_limit})",
+            f"This page:\n{render_lines(inp.page, '(no more results)')}",
+            f"Relevant documents so far:\n{render_lines(inp.found)}",
+            f"Pages left: {inp.steps_left}." if inp.steps_left is not None else "",
+        ]
+        return team_prompt(inp.question, _NEXT_TASK, state, "Next move as JSON.")
 
     def fallback(self, inp: NextInput, error: StructuredOutputError) -> Move:
         more = inp.heuristic_fallback and inp.new_on_page > 0 and inp.uses < inp.reuse_limit
@@ -177,7 +253,7 @@ class NextMove(Agent[NextInput, Move]):
 class SearcherInput(BaseModel):
     question: str
     aspects: str = ""  # the coordinator's input
-    known: list[str] = Field(default_factory=list)  # what the team has so far
+    known: list[str] = Field(default_factory=list)  # facts the team has so far: "title: fact"
 
 
 SAFETY_PAGES = 50  # with no page cap (the paper's mode), a searcher run still ends here
@@ -192,6 +268,9 @@ class SearchLimits(BaseModel):
     on_topic_queries: bool = False  # a query must share a content word with question/aspects
     stop_dry_paging: bool = False  # "continue" after a page that added nothing becomes change/end
     heuristic_fallbacks: bool = False  # judge: first page relevant; next move: continue if productive
+    memory: bool = False  # unseen documents only, repeated queries rejected (module docstring)
+    query_retries: int = 1  # with memory: new queries asked for after a repeated one
+    judge_pages: bool = False  # one judge call per page instead of per document (ours)
 
 
 class Judged(BaseModel):
@@ -202,12 +281,13 @@ class Judged(BaseModel):
     rank: int  # 0-based rank under its query
     relevant: bool  # the verdict used (the judge's, unless `by_rank`)
     explanation: str
+    fact: str = ""  # the entity or fact it gives toward the answer (seeds later queries)
     fallback: bool = False  # the judge's output was unusable: its fallback decided
     by_rank: bool = False  # kept by the rank floor (`keep_top_ranked`), not by the judge
 
     @property
     def line(self) -> str:
-        return f"{self.title or self.chunk_id}: {self.explanation}"
+        return f"{self.title or self.chunk_id}: {self.fact or self.explanation}"
 
 
 class SearchStep(BaseModel):
@@ -217,6 +297,7 @@ class SearchStep(BaseModel):
     action: str  # continue | change | end
     reason: str = ""
     forced: str | None = None  # which limit overrode the model's move, if any
+    skipped: int = 0  # documents read before that this page passed over (search memory)
 
 
 class SearcherOutput(BaseModel):
@@ -224,6 +305,7 @@ class SearcherOutput(BaseModel):
     steps: list[SearchStep]
     relevant: list[Judged]
     rejected_queries: list[str] = Field(default_factory=list)  # off-topic queries not run
+    repeated_queries: list[str] = Field(default_factory=list)  # rejected as repeats of earlier queries
 
     @property
     def query_reuses(self) -> int:
@@ -240,54 +322,77 @@ def content_words(text: str) -> set[str]:
     return {w for w in re.findall(r"[a-z0-9]+", text.lower()) if len(w) >= 3 and w not in _STOP}
 
 
+def seed_query(inp: SearcherInput, memory: SearchMemory) -> str | None:
+    """A query from the newest fact found that no query has covered yet (the bridge to
+    the next hop), or None."""
+    used = set().union(*(query_terms(q) for q in memory.queries)) if memory.queries else set()
+    for line in reversed(inp.known):
+        fact = line.split(": ", 1)[-1]
+        terms = query_terms(fact)
+        if terms and not terms <= used:
+            return clip(fact, QUERY_MAX_CHARS)
+    return None
+
+
 class Searcher:
     name = "searcher"
 
     async def __call__(
         self,
         llm: LLM,
-        search: SearchFn,
+        search: SearchMemory | SearchFn,
         inp: SearcherInput,
         limits: SearchLimits,
         temperature: float = 0.0,
         seed: int | None = None,
     ) -> tuple[SearcherOutput, list[Hit]]:
+        memory = search if isinstance(search, SearchMemory) else SearchMemory(search, unseen_only=limits.memory)
         with step(self.name, **inp.model_dump(mode="json")) as s:
             topic = content_words(f"{inp.question} {inp.aspects} {' '.join(inp.known)}")
             rejected: list[str] = []
+            repeated: list[str] = []
+            found: dict[str, tuple[Hit, Judged]] = {}  # relevant documents of this run
 
             def usable(q: str) -> bool:  # has words, is not a move's name, is about the question
                 ok = sum(c.isalpha() for c in q) >= 3 and q.lower().strip(" .") not in _ACTIONS
-                ok = ok and (not limits.on_topic_queries or bool(content_words(q) & topic))
+                # on topic: shares a word with the question, the aspects, what was known, or
+                # what this run's documents gave (a bridge entity is a fair next query)
+                if ok and limits.on_topic_queries:
+                    seen = topic.union(*(content_words(f"{j.title} {j.fact}") for _, j in found.values()))
+                    ok = bool(content_words(q) & seen)
                 if q and not ok:
                     rejected.append(q)
                 return ok
 
-            q = clip(
-                (await QueryWriter()(llm, QueryInput(**inp.model_dump()), temperature, seed)).query, QUERY_MAX_CHARS
-            )
-            query = q if usable(q) else clip(inp.aspects or inp.question, QUERY_MAX_CHARS)
-            uses: dict[str, int] = {}  # pages read per query; the next offset follows from it
+            def repeats(q: str) -> bool:  # with memory: a near-duplicate of a query already run
+                dup = memory.near_duplicate(q) if limits.memory else None
+                if dup is not None:
+                    repeated.append(q)
+                    with step("searcher.query_rejected", query=q, repeats=dup[0], similarity=round(dup[1], 3)) as r:
+                        r.status, r.outputs = "refused", {"rejected": q, "repeats": dup[0]}
+                return dup is not None
+
+            query = await self._first_query(llm, inp, memory, limits, usable, repeats, temperature, seed)
+            uses: dict[str, int] = {}  # pages read per query
             steps: list[SearchStep] = []
-            found: dict[str, tuple[Hit, Judged]] = {}
             first_page: list[tuple[Hit, Judged]] = []  # the first query's first page (rank floor)
             page_cap = limits.max_steps or SAFETY_PAGES
             for n in range(page_cap):
-                offset = uses.get(query, 0) * limits.docs_per_step
-                hits = await search(query, limits.docs_per_step, offset)
+                page = await memory.page(query, limits.docs_per_step)
+                hits, offset = page.hits, page.offset
                 uses[query] = uses.get(query, 0) + 1
-                judged = list(
-                    await asyncio.gather(
-                        *(self._judge(llm, inp, h, query, offset + i, limits, temperature, seed) for i, h in enumerate(hits))
-                    )
-                )
+                judged = await self._judge(llm, inp, hits, page.ranks, query, limits, temperature, seed)
                 if n == 0:
                     first_page = list(zip(hits, judged))
                 new = [(h, j) for h, j in zip(hits, judged) if j.relevant and h.chunk_id not in found]
                 found.update((h.chunk_id, (h, j)) for h, j in new)
-                if n == page_cap - 1:
-                    forced = "max_steps" if limits.max_steps else "safety_pages"
-                    steps.append(SearchStep(query=query, offset=offset, docs=judged, action="end", forced=forced))
+                stop = None
+                if budget_spent():
+                    stop = "budget"
+                elif n == page_cap - 1:
+                    stop = "max_steps" if limits.max_steps else "safety_pages"
+                if stop:  # the outcome is forced: no next-move call
+                    steps.append(SearchStep(query=query, offset=offset, docs=judged, action="end", forced=stop, skipped=page.skipped))
                     break
                 move = await NextMove()(
                     llm,
@@ -298,7 +403,10 @@ class Searcher:
                         uses=uses[query],
                         reuse_limit=limits.query_reuse_limit,
                         steps_left=page_cap - n - 1 if limits.max_steps else None,
-                        page=[f"{j.title or j.chunk_id}: {'relevant' if j.relevant else 'not relevant'} ({j.explanation})" for j in judged],
+                        page=[
+                            f"{j.title or j.chunk_id}: {'relevant' if j.relevant else 'not relevant'} ({j.explanation})"
+                            for j in judged
+                        ],
                         found=[j.line for _, j in found.values()],
                         new_on_page=len(new),
                         heuristic_fallback=limits.heuristic_fallbacks,
@@ -306,8 +414,13 @@ class Searcher:
                     temperature,
                     seed,
                 )
-                new_query = clip(move.new_query, QUERY_MAX_CHARS)
-                fresh = new_query != query and uses.get(new_query, 0) < limits.query_reuse_limit and usable(new_query)
+                new_query = clean_query(move.new_query)
+                fresh = (
+                    new_query != query
+                    and uses.get(new_query, 0) < limits.query_reuse_limit
+                    and usable(new_query)
+                    and not repeats(new_query)
+                )
                 action, forced = self._enforce(
                     move.action,
                     fresh,
@@ -316,7 +429,9 @@ class Searcher:
                     dry=limits.stop_dry_paging and not new,
                 )
                 steps.append(
-                    SearchStep(query=query, offset=offset, docs=judged, action=action, reason=move.reason, forced=forced)
+                    SearchStep(
+                        query=query, offset=offset, docs=judged, action=action, reason=move.reason, forced=forced, skipped=page.skipped
+                    )
                 )
                 if action == "end":
                     break
@@ -325,30 +440,79 @@ class Searcher:
                 for h, j in first_page[: limits.keep_top_ranked]:
                     found[h.chunk_id] = (h, j.model_copy(update={"relevant": True, "by_rank": True}))
             out = SearcherOutput(
-                queries=list(uses), steps=steps, relevant=[j for _, j in found.values()], rejected_queries=rejected
+                queries=list(uses),
+                steps=steps,
+                relevant=[j for _, j in found.values()],
+                rejected_queries=rejected,
+                repeated_queries=repeated,
             )
             s.outputs = out.model_dump(mode="json")
         return out, [h for h, _ in found.values()]
 
-    async def _judge(self, llm, inp, hit: Hit, query: str, rank: int, limits: SearchLimits, temperature, seed) -> Judged:
-        j_in = JudgeInput(
-            question=inp.question,
-            aspects=inp.aspects,
-            document=doc_from_hit(hit, limits.doc_chars),
-            first_page=rank < limits.docs_per_step,
-            first_page_rule=limits.heuristic_fallbacks,
-        )
-        j = await Judge()(llm, j_in, temperature, seed)
-        return Judged(
-            chunk_id=hit.chunk_id,
-            doc_id=hit.doc_id,
-            title=hit.title,
-            query=query,
-            rank=rank,
-            relevant=j.relevant,
-            explanation=j.explanation,
-            fallback=j.explanation.startswith("fallback:"),
-        )
+    async def _first_query(self, llm, inp: SearcherInput, memory: SearchMemory, limits, usable, repeats, temperature, seed) -> str:
+        tried: list[str] = []
+        for _ in range(1 + (limits.query_retries if limits.memory else 0)):
+            writer_in = QueryInput(
+                question=inp.question, aspects=inp.aspects, known=inp.known, searched=list(memory.queries) + tried
+            )
+            q = clean_query((await QueryWriter()(llm, writer_in, temperature, seed)).query)
+            if not usable(q):
+                break
+            if not repeats(q):
+                return q
+            tried.append(q)
+        # repeated or unusable: the newest fact no query has covered (a bridge to the next
+        # hop), else what the coordinator asked for; a repeat of that continues past what
+        # was read (the memory pages unseen documents only)
+        seeded = seed_query(inp, memory) if limits.memory else None
+        return seeded or clean_query(inp.aspects) or clip(inp.question, QUERY_MAX_CHARS)
+
+    async def _judge(
+        self, llm, inp, hits: list[Hit], ranks: list[int], query: str, limits: SearchLimits, temperature, seed
+    ) -> list[Judged]:
+        docs = [doc_from_hit(h, limits.doc_chars) for h in hits]
+        first = bool(ranks) and ranks[0] < limits.docs_per_step
+        if not hits:
+            verdicts: list[Judgement] = []
+        elif limits.judge_pages:
+            p_in = PageJudgeInput(
+                question=inp.question, aspects=inp.aspects, documents=docs, first_page=first, first_page_rule=limits.heuristic_fallbacks
+            )
+            verdicts = (await PageJudge(len(docs))(llm, p_in, temperature, seed)).judgements
+        else:
+            verdicts = list(
+                await asyncio.gather(
+                    *(
+                        Judge()(
+                            llm,
+                            JudgeInput(
+                                question=inp.question,
+                                aspects=inp.aspects,
+                                document=d,
+                                first_page=first,
+                                first_page_rule=limits.heuristic_fallbacks,
+                            ),
+                            temperature,
+                            seed,
+                        )
+                        for d in docs
+                    )
+                )
+            )
+        return [
+            Judged(
+                chunk_id=h.chunk_id,
+                doc_id=h.doc_id,
+                title=h.title,
+                query=query,
+                rank=rank,
+                relevant=j.relevant,
+                explanation=j.explanation,
+                fact=j.fact,
+                fallback=j.explanation.startswith("fallback:"),
+            )
+            for h, rank, j in zip(hits, ranks, verdicts)
+        ]
 
     @staticmethod
     def _enforce(action: str, fresh: bool, had_hits: bool, used_up: bool, dry: bool = False) -> tuple[str, str | None]:
@@ -367,3 +531,21 @@ class Searcher:
         if blocked is None:
             return "continue", None if action == "continue" else "no_new_query"
         return ("change" if fresh else "end"), blocked
+
+
+__all__ = [
+    "Judge",
+    "Judged",
+    "Judgement",
+    "Move",
+    "NextMove",
+    "PageJudge",
+    "Query",
+    "QueryWriter",
+    "Searcher",
+    "SearcherInput",
+    "SearcherOutput",
+    "SearchLimits",
+    "SearchStep",
+    "clean_query",
+]

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pydantic import BaseModel, Field
 
 from marag.agents.base import Agent
-from marag.agents.mrag._shared import Doc, clip, render_docs, render_lines
+from marag.agents.mrag._shared import Doc, clip, render_docs, render_lines, team_prompt
 from marag.errors import StructuredOutputError
 from marag.llm.base import Message
 
@@ -28,9 +28,9 @@ class Summary(BaseModel):
     summary: str = Field(max_length=SUMMARY_MAX_CHARS)
 
 
-_SYSTEM = (
-    "You summarize documents for a question. Keep only facts that help answer it, "
-    "in two or three short sentences. Reply as JSON."
+_TASK = (
+    "Your task: summarize the documents for the question. Keep only facts that help answer it, "
+    "in two or three short sentences."
 )
 
 
@@ -41,13 +41,8 @@ class Summarizer(Agent[SummarizerInput, Summary]):
     max_tokens = 200
 
     def messages(self, inp: SummarizerInput) -> list[Message]:
-        user = f"Documents:\n\n{render_docs(inp.documents)}\n\n"
-        if inp.notes:
-            user += f"Notes:\n{render_lines(inp.notes)}\n"
-        user += f"Question: {inp.question}\n"
-        if inp.focus:
-            user += f"Focus on: {inp.focus}\n"
-        return [Message(role="system", content=_SYSTEM), Message(role="user", content=user + "Summary as JSON.")]
+        state = [f"Notes:\n{render_lines(inp.notes)}" if inp.notes else "", f"Focus on: {inp.focus}" if inp.focus else ""]
+        return team_prompt(inp.question, _TASK, state, "Summary as JSON.", render_docs(inp.documents))
 
     def fallback(self, inp: SummarizerInput, error: StructuredOutputError) -> Summary:
         if not inp.documents:

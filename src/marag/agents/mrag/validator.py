@@ -14,7 +14,7 @@ from typing import Annotated
 from pydantic import BaseModel, Field, PrivateAttr, StringConstraints
 
 from marag.agents.base import Agent
-from marag.agents.mrag._shared import Doc, render_docs
+from marag.agents.mrag._shared import Doc, render_docs, team_prompt
 from marag.errors import StructuredOutputError
 from marag.llm.base import Message
 
@@ -48,11 +48,10 @@ class Validation(BaseModel):
         return self.valid.ok and self.grounded.ok and self.correct.ok
 
 
-_SYSTEM = (
-    "You check a response to a question. First list up to 3 things a good response "
+_TASK = (
+    "Your task: check the response to the question. First list up to 3 things a good response "
     "must do. Then say whether the response is valid (answers what was asked), "
-    "grounded (the documents support it) and correct, each with a short feedback. "
-    "Reply as JSON."
+    "grounded (the documents support it) and correct, each with a short feedback."
 )
 
 
@@ -63,11 +62,7 @@ class Validator(Agent[ValidatorInput, Validation]):
     max_tokens = 300
 
     def messages(self, inp: ValidatorInput) -> list[Message]:
-        user = (
-            f"Documents:\n\n{render_docs(inp.documents)}\n\n"
-            f"Question: {inp.question}\nResponse: {inp.response}\n\nCheck as JSON."
-        )
-        return [Message(role="system", content=_SYSTEM), Message(role="user", content=user)]
+        return team_prompt(inp.question, _TASK, [f"Response: {inp.response}"], "Check as JSON.", render_docs(inp.documents))
 
     def fallback(self, inp: ValidatorInput, error: StructuredOutputError) -> Validation:
         unchecked = Verdict(ok=False, feedback="not checked (the validator's output was unusable)")

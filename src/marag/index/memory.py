@@ -1,0 +1,115 @@
+"""What one question's searches have already done, so that agentic search makes progress.
+
+Every strategy that searches more than once (mRAG's searcher, UniRAG, KAIR, RopMura's
+knowledge agents) searches through a `SearchMemory`, one per question. It remembers
+each query issued and each chunk already returned, and:
+- `page(query, k)` returns the next `k` chunks of that query's ranking that nobody has
+  read yet (paging past the ones already read, under this query or any other), with
+  how many of them are new; asking for the same query again continues where it stopped
+  instead of reading the same documents twice;
+- `near_duplicate(query)` names an earlier query that this one merely repeats (same
+  content words up to `threshold` overlap, or an optional similarity function such as
+  an embedding's cosine), so the caller can ask its query writer for another.
+
+With `unseen_only=False` (the mRAG paper's searcher) pages are plain offsets into the
+ranking and re-reading is allowed; the memory still counts what was read.
+
+Queries are compared by content words: lower-cased, punctuation and common function
+words dropped, a final "s" stripped ("magazines" = "magazine").
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+from marag.index.base import Hit
+from marag.trace import normalize_query
+
+SearchFn = Callable[[str, int, int], Awaitable[list[Hit]]]  # (query, k, offset) -> hits
+
+_STOP = frozenset(
+    "a an the and or of to in on at by for with from as is are was were be been being it its "  # noqa: SIM905
+    "this that these those who whom whose what which when where why how did does do has have had "
+    "his her their into about than then there also not".split()
+)
+
+
+def query_terms(text: str) -> frozenset[str]:
+    """Content words of a query, for telling repeats apart."""
+    words = re.findall(r"[a-z0-9]+", text.lower())
+    return frozenset(w[:-1] if len(w) > 3 and w.endswith("s") and not w.endswith("ss") else w for w in words if w not in _STOP)
+
+
+def overlap(a: frozenset[str], b: frozenset[str]) -> float:
+    """Jaccard overlap of two term sets (1.0 for two empty sets)."""
+    return len(a & b) / len(a | b) if a or b else 1.0
+
+
+@dataclass
+class Page:
+    query: str
+    hits: list[Hit]
+    ranks: list[int]  # each hit's 0-based position in the query's ranking
+    offset: int  # where in the query's ranking this page started
+    new: int  # hits no search of this question had returned before
+    skipped: int = 0  # already-read hits paged past
+    exhausted: bool = False  # the ranking has nothing further
+
+
+@dataclass
+class SearchMemory:
+    search: SearchFn
+    threshold: float = 0.8  # term overlap at which a query repeats an earlier one
+    unseen_only: bool = True  # pages skip chunks already read (False: plain offsets)
+    similarity: Callable[[str, str], float] | None = None  # e.g. embedding cosine, compared to threshold
+    max_skip: int = 200  # at most this many read chunks paged past per page (a bound on work)
+    queries: dict[str, int] = field(default_factory=dict)  # normalized query -> next offset in its ranking
+    read: dict[str, Hit] = field(default_factory=dict)  # chunk id -> hit, in the order first read
+
+    def near_duplicate(self, query: str) -> tuple[str, float] | None:
+        """The earlier query that `query` repeats, with the similarity, or None."""
+        terms = query_terms(query)
+        best: tuple[str, float] | None = None
+        for earlier in self.queries:
+            score = overlap(terms, query_terms(earlier))
+            if self.similarity is not None:
+                score = max(score, self.similarity(query, earlier))
+            if score >= self.threshold and (best is None or score > best[1]):
+                best = (earlier, score)
+        return best
+
+    def issued(self, query: str) -> bool:
+        return normalize_query(query) in self.queries
+
+    async def page(self, query: str, k: int) -> Page:
+        """The next page of `query`: up to `k` hits, unseen ones only (`unseen_only`)."""
+        key = normalize_query(query)
+        start = offset = self.queries.get(key, 0)
+        hits: list[Hit] = []
+        ranks: list[int] = []
+        skipped, exhausted = 0, False
+        while len(hits) < k:
+            want = k - len(hits)  # fetch no more than can be kept: every unseen hit fetched is returned
+            batch = await self.search(query, want, offset)
+            for i, h in enumerate(batch):
+                if self.unseen_only and h.chunk_id in self.read:
+                    skipped += 1
+                else:
+                    hits.append(h)
+                    ranks.append(offset + i)
+            offset += len(batch)
+            if len(batch) < want:
+                exhausted = True
+                break
+            if not self.unseen_only or skipped >= self.max_skip:
+                break
+        self.queries[key] = offset
+        new = sum(h.chunk_id not in self.read for h in hits)
+        for h in hits:
+            self.read.setdefault(h.chunk_id, h)
+        return Page(query=query, hits=hits, ranks=ranks, offset=start, new=new, skipped=skipped, exhausted=exhausted)
+
+    def stats(self) -> dict[str, int]:
+        return {"distinct_queries": len(self.queries), "docs_read": len(self.read)}

@@ -1,0 +1,251 @@
+"""Agentic search that makes progress: the search memory (unseen documents only, repeated
+queries rejected), queries free of bookkeeping, the no-progress guard, and a second hop
+reached through the bridge entity the first document names. Scripted models over a
+real BM25 index of a small two-hop corpus."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+
+import pytest
+
+from marag.agents.mrag import AGENT_NAMES
+from marag.agents.mrag.searcher import clean_query
+from marag.index.base import Hit
+from marag.index.memory import SearchMemory, overlap, query_terms
+from marag.index.pipeline import index_corpus
+from marag.index.store import IndexConfig
+from marag.llm import ScriptedLLM
+from marag.strategies.mrag import MRAG
+
+QUESTION = "Where was the author of Salt Winter raised?"
+DOCS = [
+    ("salt-winter", "Salt Winter", "Salt Winter is a 1931 novel about a fishing crew, written by Maren Holt."),
+    ("holt", "Maren Holt", "Maren Holt (1871-1950) was a Norwegian printer and writer. She grew up in Brekke, a village on the west coast."),
+    ("olympics", "Winter Olympics", "The Winter Olympics are held every four years; one author called them a festival of salt and snow."),
+    ("herring", "Herring", "Herring are small fish caught in the North Sea, often salted for the winter."),
+    ("printing", "Printing press", "The printing press spread across Europe in the fifteenth century."),
+    ("brekke-church", "Stave churches", "Many wooden stave churches stand on the west coast of Norway."),
+]
+
+
+@pytest.fixture(scope="module")
+def retriever(tmp_path_factory):
+    d = tmp_path_factory.mktemp("twohop")
+    corpus = d / "docs.jsonl"
+    corpus.write_text("".join(json.dumps({"id": i, "title": t, "text": x}) + "\n" for i, t, x in DOCS))
+    return index_corpus(corpus, d / "idx", IndexConfig(retrievers=["bm25"]), progress=False).retriever("bm25")
+
+
+class Script:
+    def __init__(self, **replies):
+        self.replies = replies
+        self.calls: dict[str, int] = {}
+
+    def __call__(self, messages, output):
+        name = output.__name__
+        self.calls[name] = self.calls.get(name, 0) + 1
+        reply = self.replies[name]
+        return reply(messages[-1]["content"]) if callable(reply) else reply.pop(0)
+
+
+def doc_title(user: str) -> str:
+    m = re.search(r"^Document: (.*)$", user, re.M)
+    return m.group(1) if m else ""
+
+
+def judge_with_facts(user: str) -> dict:
+    """Relevant: the novel (it names its author, the bridge) and the author's page."""
+    facts = {"Salt Winter": "Maren Holt wrote Salt Winter", "Maren Holt": "Maren Holt grew up in Brekke"}
+    title = doc_title(user)
+    return {"explanation": f"{title} page", "fact": facts.get(title, ""), "relevant": title in facts}
+
+
+def agents(trace) -> list[str]:
+    return [s.agent for s in trace.steps if s.agent in AGENT_NAMES]
+
+
+def coord(agent: str, input: str = "") -> dict:
+    return {"agent": agent, "input": input, "reason": "next"}
+
+
+# -- the memory itself -----------------------------------------------------------------
+
+
+def test_query_terms_and_overlap():
+    assert query_terms("The Magazines of Arthur") == {"magazine", "arthur"}
+    assert overlap(query_terms("Salt Winter author"), query_terms("author of salt winter?")) == 1.0
+    assert overlap(query_terms("Salt Winter author"), query_terms("Maren Holt birthplace")) == 0.0
+
+
+def test_memory_pages_past_what_was_read_and_rejects_repeats(retriever):
+    async def search(q, k, offset):
+        return retriever.search(q, k, offset)
+
+    async def go():
+        mem = SearchMemory(search)
+        first = await mem.page("Salt Winter novel", 2)
+        again = await mem.page("Maren Holt Salt Winter", 2)  # a different query, overlapping results
+        return mem, first, again
+
+    mem, first, again = asyncio.run(go())
+    assert [h.doc_id for h in first.hits][:1] == ["salt-winter"] and first.new == 2
+    # only chunks no search returned before, however the second query ranks them
+    assert not {h.chunk_id for h in again.hits} & {h.chunk_id for h in first.hits}
+    assert "holt" in [h.doc_id for h in again.hits] and again.new == len(again.hits)
+    assert again.skipped >= 1  # Salt Winter ranked high for it and was paged past
+    assert mem.near_duplicate("salt winter novels")[0] == "salt winter novel"
+    assert mem.near_duplicate("Brekke village coast") is None
+    assert mem.stats() == {"distinct_queries": 2, "docs_read": 4}
+
+
+def test_plain_paging_without_the_memory_rereads(retriever):
+    async def search(q, k, offset):
+        return retriever.search(q, k, offset)
+
+    async def go():
+        mem = SearchMemory(search, unseen_only=False)
+        return await mem.page("Salt Winter novel", 2), await mem.page("Salt Winter", 2), mem
+
+    a, b, mem = asyncio.run(go())
+    assert b.offset == 0 and {h.chunk_id for h in a.hits} & {h.chunk_id for h in b.hits}  # read again
+    assert b.new < len(b.hits)
+
+
+def test_clean_query_drops_copied_bookkeeping():
+    assert clean_query("VIVA Poland founded Already known: VIVA Media, VIVA Poland") == "VIVA Poland founded"
+    assert clean_query("Query: Salt Winter author") == "Salt Winter author"
+    assert clean_query('"Maren Holt" Look for: birthplace') == "Maren Holt"
+    assert clean_query("Look for: Maren Holt birthplace") == "Maren Holt birthplace"
+    assert clean_query("Salt Winter author Facts found so far: - Salt Winter: Maren Holt") == "Salt Winter author"
+
+
+# -- mRAG with the memory ----------------------------------------------------------------
+
+
+def test_a_second_hop_is_reached_through_the_bridge_entity(retriever):
+    """The coordinator asks for a search twice and the query writer repeats the question
+    both times (what a small model does): the repeat is rejected, asked for again, then
+    replaced by a query seeded by the fact the first document gave (its author), which
+    finds the author's page; the answerer reads it."""
+    script = Script(
+        CoordinatorDecision=[coord("searcher"), coord("searcher"), coord("answerer"), coord("finisher")],
+        Query=lambda _: {"query": QUESTION},
+        Judgement=judge_with_facts,
+        Move=lambda _: {"action": "end", "new_query": "", "reason": "enough"},
+        AnswerOutput=lambda user: {"answer": "Brekke" if "Brekke" in user else "unknown"},
+    )
+    llm = ScriptedLLM(fn=script)
+    ans = asyncio.run(MRAG(llm, retriever).run(QUESTION))
+    t = ans.trace
+    searches = [c for s in t.steps for c in s.searches]
+    assert [c.query for c in searches][0] == QUESTION
+    second = [c for c in searches if c.query != QUESTION]
+    assert second and second[0].query == "Maren Holt wrote Salt Winter"  # seeded by the bridge fact
+    rejected = [s for s in t.steps if s.agent == "searcher.query_rejected"]
+    assert len(rejected) == 2 and all(s.status == "refused" and s.inputs["repeats"] == QUESTION.lower() for s in rejected)
+    # the second searcher run read only documents the first had not
+    runs = [s.outputs["steps"] for s in t.steps if s.agent == "searcher"]
+    read = [{d["chunk_id"] for page in run for d in page["docs"]} for run in runs]
+    assert len(read) == 2 and read[0] and read[1] and not read[0] & read[1]
+    assert "salt-winter#0" in read[0] and "holt#0" in read[1]
+    assert runs[1][0]["skipped"] >= 1  # Salt Winter ranked first again and was paged past
+    assert [s.doc_id for s in ans.sources] == ["salt-winter", "holt"]
+    assert ans.answer == "Brekke"
+    assert ans.usage["repeated_searches"] == 0 and ans.usage["distinct_queries"] == 2
+    # what the team knew went into the query writer's prompt, not into any query
+    writer_prompts = [c.messages[-1]["content"] for c in llm.calls if c.output_model.__name__ == "Query"]
+    assert "Maren Holt wrote Salt Winter" in writer_prompts[-1] and "Queries already used" in writer_prompts[-1]
+    assert all(":" not in c.query for c in searches)
+
+
+def test_queries_never_carry_bookkeeping(retriever):
+    script = Script(
+        CoordinatorDecision=[coord("searcher", "the author"), coord("answerer"), coord("finisher")],
+        Query=[{"query": "Salt Winter author Already known: Winter Olympics, Herring"}],
+        Judgement=judge_with_facts,
+        Move=[{"action": "change", "new_query": "Maren Holt Look for: birthplace", "reason": "next hop"}, {"action": "end", "new_query": "", "reason": ""}],
+        AnswerOutput=lambda _: {"answer": "Brekke"},
+    )
+    ans = asyncio.run(MRAG(ScriptedLLM(fn=script), retriever).run(QUESTION))
+    queries = [c.query for s in ans.trace.steps for c in s.searches]
+    assert list(dict.fromkeys(queries)) == ["Salt Winter author", "Maren Holt"]
+
+
+def test_the_no_progress_guard_steers_after_identical_answers(retriever):
+    """The coordinator keeps choosing the answerer, which keeps writing the same answer:
+    after `max_noops` runs that change nothing the guard takes the turn (no coordinator
+    call) and, with nothing left to search for, finishes."""
+    def stubborn() -> Script:
+        return Script(
+            CoordinatorDecision=lambda _: coord("answerer", "answer it"),
+            Query=lambda _: {"query": "Salt Winter novel"},
+            Judgement=lambda user: {"explanation": "about it", "fact": "", "relevant": doc_title(user) == "Salt Winter"},
+            Move=lambda _: {"action": "end", "new_query": "", "reason": ""},
+            AnswerOutput=lambda _: {"answer": "Maren Holt wrote it"},
+        )
+
+    script = stubborn()
+    ans = asyncio.run(MRAG(ScriptedLLM(fn=script), retriever, {"max_noops": 2}).run(QUESTION))
+    t = ans.trace
+    # refused answerer (nothing searched) -> searcher; answer; the same answer twice -> steer
+    assert agents(t) == ["answerer", "searcher", "answerer", "answerer", "answerer", "finisher"]
+    guard = [s for s in t.steps if s.agent == "guard"]
+    assert len(guard) == 1 and guard[0].inputs["rule"] == "no progress in 2 agent calls"
+    assert guard[0].outputs == {"agent": "finisher", "input": ""}
+    assert script.calls["CoordinatorDecision"] == 4  # the steered turn made no coordinator call
+    assert ans.usage["progress_steers"] == 1 and ans.usage["finished"] == 1
+    # switched off (the paper's mode has it off), the coordinator keeps going until its budget
+    ans = asyncio.run(MRAG(ScriptedLLM(fn=stubborn()), retriever, {"progress_guard": False, "max_agent_calls": 8}).run(QUESTION))
+    assert not [s for s in ans.trace.steps if s.agent == "guard" and "no progress" in s.inputs.get("rule", "")]
+
+
+def test_the_guard_searches_the_bridge_before_answering_again(retriever):
+    """Identical answers, but the document found names an entity no query has used: the
+    guard's first steer is a search for it (the second hop), not the finisher."""
+    script = Script(
+        CoordinatorDecision=lambda _: coord("answerer", "answer it"),
+        Query=lambda _: {"query": "Salt Winter novel"},
+        Judgement=judge_with_facts,
+        Move=lambda _: {"action": "end", "new_query": "", "reason": ""},
+        AnswerOutput=lambda user: {"answer": "Brekke" if "Brekke" in user else "Maren Holt"},
+    )
+    ans = asyncio.run(MRAG(ScriptedLLM(fn=script), retriever, {"max_noops": 2}).run(QUESTION))
+    guards = [s.outputs for s in ans.trace.steps if s.agent == "guard"]
+    assert guards[0] == {"agent": "searcher", "input": "Maren Holt wrote Salt Winter"}
+    assert "holt" in [s.doc_id for s in ans.sources] and ans.answer == "Brekke"
+
+
+def test_paper_mode_pages_plain_offsets_and_allows_repeats(retriever):
+    script = Script(
+        CoordinatorDecision=[coord("searcher"), coord("searcher"), coord("answerer"), coord("finisher")],
+        Query=lambda _: {"query": QUESTION},
+        Judgement=judge_with_facts,
+        Move=lambda _: {"action": "end", "new_query": "", "reason": ""},
+        AnswerOutput=lambda _: {"answer": "x"},
+    )
+    ans = asyncio.run(MRAG(ScriptedLLM(fn=script), retriever, {"paper": True}).run(QUESTION))
+    searches = [(c.query, c.offset) for s in ans.trace.steps for c in s.searches]
+    assert searches == [(QUESTION, 0), (QUESTION, 2)]  # the same query continues its ranking
+    assert not [s for s in ans.trace.steps if s.agent == "searcher.query_rejected"]
+
+
+# -- hits from a hand-made search ---------------------------------------------------------
+
+
+def test_memory_stops_at_the_end_of_the_ranking():
+    ranking = [Hit(doc_id=f"d{i}", chunk_id=f"d{i}#0", score=1.0 / (i + 1), text="t") for i in range(5)]
+
+    async def search(q, k, offset):
+        return ranking[offset : offset + k]
+
+    async def go():
+        mem = SearchMemory(search)
+        pages = [await mem.page("q", 2) for _ in range(4)]
+        return pages
+
+    pages = asyncio.run(go())
+    assert [[h.doc_id for h in p.hits] for p in pages] == [["d0", "d1"], ["d2", "d3"], ["d4"], []]
+    assert [p.exhausted for p in pages] == [False, False, True, True]
