@@ -72,7 +72,7 @@ def test_prompts_keep_a_stable_prefix_across_a_questions_calls(retriever):
         history = before[start : before.index("Documents found:")].removeprefix("(nothing yet)\n")
         assert after.startswith(before[:start] + history)
     task_end = turns[0].index("Done so far:")
-    assert len({t[:task_end] for t in turns}) == 1 and "finisher - " in turns[0][:task_end]
+    assert len({t[:task_end] for t in turns}) == 1 and "coordinate the team" in turns[0][:task_end]
     # readers (summarizer, answerer, validator) share everything up to the end of S
     readers = [c.messages[1]["content"] for c in llm.calls if c.output_model.__name__ in ("Summary", "AnswerOutput", "Validation")]
     docs_end = readers[0].index("Your task:")

@@ -103,6 +103,9 @@ def ask(
     cache_dir: Annotated[Optional[Path], typer.Option(help="Cache LLM responses in this directory.")] = None,
     trace_out: Annotated[Optional[Path], typer.Option(help="Trace JSONL file (default: .marag/traces/ask-TIME.jsonl).")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object per answer.")] = False,
+    deterministic: Annotated[
+        bool, typer.Option(help="Identical answers in every run with the local model (one slot, no prompt cache, no deadline).")
+    ] = False,
     data_dir: DataDirOpt = None,
 ) -> None:
     """Answer questions with a strategy; print answers, sources and where the trace went."""
@@ -127,7 +130,11 @@ def ask(
             raise MaragError(f"strategy {strategy!r} needs an index", hint="pass --index IDX (build it with `marag index`)")
         ret = open_index(index).retriever(retriever)
     overrides = dict(_parse_set(s) for s in (set_ or []))
-    model = make_llm(LLMConfig.from_spec(llm, base_url=llm_base_url, threads=threads, cache_dir=cache_dir))
+    if deterministic:
+        overrides.setdefault("deadline_s", None)
+    model = make_llm(
+        LLMConfig.from_spec(llm, base_url=llm_base_url, threads=threads, cache_dir=cache_dir, deterministic=deterministic or None)
+    )
     strat = make_strategy(strategy, model, ret, overrides)
     answers = asyncio.run(run_many(strat, qs, concurrency=concurrency))
 
@@ -158,9 +165,12 @@ def _format_answer(a) -> str:
     for i, s in enumerate(a.sources, 1):
         label = s.title or s.doc_id
         lines.append(f"   [{i}] {label}  ({s.chunk_id}, score {s.score:.4f})")
+    reused = int(u.get("prompt_tokens_reused", 0))
     lines.append(
-        f"   {int(u.get('llm_calls', 0))} LLM calls, {int(u.get('prompt_tokens', 0))}+"
-        f"{int(u.get('completion_tokens', 0))} tokens, {int(u.get('searches', 0))} searches, {a.seconds:.1f}s"
+        f"   {int(u.get('llm_calls', 0))} LLM calls, {int(u.get('prompt_tokens', 0))}"
+        + (f" ({reused} reused)" if reused else "")
+        + f"+{int(u.get('completion_tokens', 0))} tokens, {int(u.get('searches', 0))} searches, {a.seconds:.1f}s"
+        + (f", stopped by its {a.trace.budget.get('stopped_by')} budget" if u.get("stopped_by_budget") else "")
     )
     return "\n".join(lines) + "\n"
 
@@ -199,6 +209,10 @@ def eval_(
     run_id: Annotated[Optional[str], typer.Option(help="Run directory name under --runs (default: derived from the config, so reruns resume).")] = None,
     runs: Annotated[Path, typer.Option(help="Where run directories go.")] = Path("runs"),
     seed: Annotated[int, typer.Option(help="Seed for judges and sampling.")] = 0,
+    deterministic: Annotated[
+        bool,
+        typer.Option(help="Identical answers in every run with the local model (one slot, no prompt cache, no deadline; slower)."),
+    ] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")] = False,
     data_dir: DataDirOpt = None,
 ) -> None:
@@ -231,6 +245,7 @@ def eval_(
         index=IndexConfig(retrievers=_csv(retrievers)),
         concurrency=concurrency,
         seed=seed,
+        deterministic=deterministic,
     )
     run_dir = runs / (run_id or cfg.default_run_id())
     asyncio.run(run_eval(cfg, run_dir, data_dir=data_dir, progress=not quiet))

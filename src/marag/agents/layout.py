@@ -24,6 +24,13 @@ from collections.abc import Iterable
 from marag.llm.base import Message
 
 
+def clip(text: str, limit: int | None) -> str:
+    """`text` on one line, at most `limit` characters (an ellipsis marks a cut; None
+    keeps it whole)."""
+    flat = " ".join(str(text).split())
+    return flat if limit is None or len(flat) <= limit else flat[: max(0, limit - 1)].rstrip() + "…"
+
+
 def laid_out(
     preamble: str,
     question: str,

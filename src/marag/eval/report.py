@@ -16,9 +16,14 @@ HEADLINE = ["accuracy", "f1", "judge_correct", "rouge_l", "mrag_correctness", "e
 COST_KEYS = [
     ("llm_calls", "LLM calls"),
     ("prompt_tokens", "prompt tok"),
+    ("prompt_tokens_reused", "of which reused"),
     ("completion_tokens", "completion tok"),
     ("searches", "searches"),
+    ("distinct_queries", "distinct queries"),
+    ("docs_read", "docs read"),
+    ("repeated_searches", "repeated searches"),
     ("steps", "agent steps"),
+    ("stopped_by_budget", "stopped by budget"),
     ("seconds", "seconds"),
 ]
 
@@ -240,8 +245,11 @@ def build_report(
     roles = _role_costs(runs, label_run, common)
     if roles:
         parts += ["", "### Per agent role (totals per question)", ""]
-        rrows = [[s, role, f"{v['steps']:.2f}", f"{v['llm_calls']:.2f}", f"{v['tokens']:.0f}"] for (s, role), v in roles.items()]
-        parts.append(_table(["strategy", "role", "steps", "LLM calls", "tokens"], rrows))
+        rrows = [
+            [s, role, f"{v['steps']:.2f}", f"{v['llm_calls']:.2f}", f"{v['prompt']:.0f}", f"{v['reused']:.0f}", f"{v['completion']:.0f}"]
+            for (s, role), v in roles.items()
+        ]
+        parts.append(_table(["strategy", "role", "steps", "LLM calls", "prompt tok", "of which reused", "completion tok"], rrows))
 
     # categories
     head = next((m for m in HEADLINE if m in metrics), metrics[0] if metrics else None)
@@ -286,7 +294,10 @@ def _role_costs(runs: list[Run], label_run: bool, qids: set[str]) -> dict[tuple[
                 acc = totals[(s, st.agent)]
                 acc["steps"] += 1
                 acc["llm_calls"] += len(st.llm_calls)
-                acc["tokens"] += sum(c.prompt_tokens + c.completion_tokens for c in st.llm_calls if not c.cached)
+                spent = [c for c in st.llm_calls if not c.cached]
+                acc["prompt"] += sum(c.prompt_tokens for c in spent)
+                acc["reused"] += sum(c.reused_prompt_tokens for c in spent)
+                acc["completion"] += sum(c.completion_tokens for c in spent)
     return {k: {m: v / max(1, len(questions[k[0]])) for m, v in d.items()} for k, d in sorted(totals.items())}
 
 

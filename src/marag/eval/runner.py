@@ -61,6 +61,15 @@ class EvalConfig(BaseModel):
     index: IndexConfig = Field(default_factory=IndexConfig)
     concurrency: int = 4
     seed: int = 0
+    # the same answers in every run with the local model: one slot, no prompt cache, no
+    # deadline (a load-dependent stop); see `marag.llm.llamacpp`
+    deterministic: bool = False
+
+    def model_post_init(self, _: Any) -> None:
+        if self.deterministic:
+            self.llm = self.llm.model_copy(update={"deterministic": True})
+            if self.judge is not None:
+                self.judge = self.judge.model_copy(update={"deterministic": True})
 
     @property
     def repeats(self) -> int:
@@ -167,7 +176,8 @@ def strategy_settings(cfg: EvalConfig, ds: Dataset) -> dict[str, dict[str, Any]]
         cls = STRATEGIES.get(name)
         given = cfg.strategy_configs.get(name, {})
         style = {"answer_style": ds.answer_style} if "answer_style" in cls.Config.model_fields else {}
-        out[name] = {**style, **given}
+        clock = {"deadline_s": None} if cfg.deterministic else {}  # a deadline depends on the machine's load
+        out[name] = {**style, **clock, **given}
     return out
 
 

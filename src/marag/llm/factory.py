@@ -36,6 +36,7 @@ class LLMConfig(BaseModel):
     # llamacpp: the same reply to the same request in every run (one slot, no prompt
     # cache); costs throughput. Part of a run's identity: its answers differ.
     deterministic: bool = False
+    compact_json: bool = True  # llamacpp: no whitespace between JSON tokens (see marag.llm.llamacpp)
     timeout_s: float = 120.0
     max_retries: int = 2
     strict_schema: bool = True  # openai: ask the server to enforce the schema exactly
@@ -92,6 +93,7 @@ def _llamacpp(cfg: LLMConfig) -> LLM:
         cfg.n_parallel,
         cfg.verbosity,
         deterministic=cfg.deterministic,
+        compact_json=cfg.compact_json,
         **cfg.cache_kwargs(),
     )
 

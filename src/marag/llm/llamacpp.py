@@ -16,8 +16,11 @@ stable (agents lay them out that way) cost only their new tail. The reused part 
 recorded per call (`LLMCall.reused_prompt_tokens`).
 
 Structured output: the schema goes to llama.cpp's llguidance engine as a grammar that
-allows no whitespace between JSON tokens (every space a small model writes there is a
-token it pays for).
+allows no whitespace between JSON tokens (`compact_json`, default): a model that
+pretty-prints pays a token for every newline and indent (SmolLM2's replies shrink by
+about a third). Some small models write worse content when they cannot pretty-print
+(SmolLM2-135M's plans degenerate to punctuation either way); `compact_json=False` sends
+the schema as llama.cpp's `response_format`, which allows any whitespace.
 
 `deterministic=True` gives the same reply to the same request in every run: one slot
 (parallel slots batch requests together, and the batch changes the arithmetic) and no
@@ -65,6 +68,7 @@ class LlamaCppLLM(ChatModel):
         verbosity: int = -1,  # llama.cpp's own log on stderr: -1 silent, 3 chatty
         deterministic: bool = False,
         slot_prompt_similarity: float = 0.1,
+        compact_json: bool = True,
         **kwargs: Any,
     ):
         path = Path(model_path).expanduser() if model_path else default_model_path()
@@ -72,7 +76,7 @@ class LlamaCppLLM(ChatModel):
             raise LLMError(f"model file not found: {path}", hint=_NO_MODEL_HINT)
         super().__init__(path.name, **kwargs)  # the file name, so caches survive a move
         self.model_path = path
-        self.deterministic = deterministic
+        self.deterministic, self.compact_json = deterministic, compact_json
         n_parallel = 1 if deterministic else n_parallel
         self.threads, self.n_ctx, self.n_parallel, self.verbosity = threads, n_ctx, n_parallel, verbosity
         self.slot_prompt_similarity = slot_prompt_similarity
@@ -149,8 +153,10 @@ class LlamaCppLLM(ChatModel):
             request["seed"] = seed
         if self.deterministic:
             request["cache_prompt"] = False
-        if json_schema is not None:
+        if json_schema is not None and self.compact_json:
             request["grammar"] = compact_json_grammar(json_schema)
+        elif json_schema is not None:
+            request["response_format"] = {"type": "json_object", "schema": json_schema}
         stop = threading.Event()
         future = asyncio.get_running_loop().run_in_executor(self._executor, self._request, request, stop)
         try:

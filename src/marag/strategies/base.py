@@ -81,6 +81,9 @@ class Strategy:
     description: ClassVar[str] = ""
     needs_retriever: ClassVar[bool] = True
     Config: ClassVar[type[StrategyConfig]] = StrategyConfig
+    # config values this strategy uses unless the caller sets them (a variant's identity,
+    # e.g. an ablation); see `register_variant`
+    defaults: ClassVar[dict[str, Any]] = {}
 
     def __init__(self, llm: LLM, retriever: Retriever | None = None, config: StrategyConfig | dict | None = None):
         if self.needs_retriever and retriever is None:
@@ -91,7 +94,9 @@ class Strategy:
             )
         self.llm = llm
         self.retriever = retriever
-        self.config = config if isinstance(config, self.Config) else self.Config.model_validate(config or {})
+        if not isinstance(config, self.Config):
+            config = self.Config.model_validate({**self.defaults, **(config or {})})
+        self.config = config
 
     async def solve(self, question: str) -> tuple[str, list[Hit]]:
         raise NotImplementedError
@@ -127,6 +132,14 @@ class Strategy:
             seconds=round(time.perf_counter() - t0, 3),
             trace=trace,
         )
+
+
+def register_variant(base: type[Strategy], name: str, description: str, **defaults: Any) -> type[Strategy]:
+    """Register `base` under another name with other config defaults (an ablation or a
+    paper-only mode): one evaluation can run both and its tables tell them apart."""
+    cls = type(base.__name__ + "_" + name, (base,), {"name": name, "description": description, "defaults": {**base.defaults, **defaults}})
+    STRATEGIES.register(name)(cls)
+    return cls
 
 
 def make_strategy(name: str, llm: LLM, retriever: Retriever | None = None, config: dict | None = None) -> Strategy:

@@ -31,8 +31,9 @@ Our additions, to keep small models productive (each can be turned off):
 - no-progress guard (`progress_guard`): an agent run that changes nothing (no new
   document in S, the same response, plan and notes) is a no-op; after `max_noops` in a
   row the next turn is steered, without a coordinator call: to the searcher with the
-  newest fact no query has used (the bridge to a second hop), else the planner (if it
-  never ran and there is no response), else the answerer (if S changed since the last
+  newest fact no query has used (the bridge to a second hop), else the searcher (if it
+  never ran), else the planner (if it never ran and there is no response), else the
+  answerer (if S changed since the last
   answer or there is none), else the finisher. Recorded as a "guard" step;
 - echo filter (`guards`): a coordinator input that only names an agent, copies its
   own instructions or has no words is dropped before it reaches the agent; the
@@ -100,7 +101,7 @@ from marag.index.memory import SearchMemory, query_terms
 from marag.llm.base import LLM
 from marag.llm.budget import budget_spent, grace
 from marag.llm.factory import LLMConfig, make_llm
-from marag.strategies.base import STRATEGIES, Answer, AnsweringConfig, Strategy
+from marag.strategies.base import STRATEGIES, Answer, AnsweringConfig, Strategy, register_variant
 from marag.trace import current_trace, step
 
 ROLES = ("coordinator", "planner", "searcher", "summarizer", "reasoner", "validator", "answerer", "reviser")
@@ -309,6 +310,8 @@ class MRAG(Strategy):
         )
         if bridge:
             pick = ("searcher", bridge)
+        elif "searcher" not in st.ran:
+            pick = ("searcher", "")
         elif "planner" not in st.ran and st.response is None:
             pick = ("planner", "")
         elif st.response is None or st.answered_with != len(st.docs):
@@ -488,15 +491,6 @@ class MRAG(Strategy):
         return "done"
 
 
-@STRATEGIES.register("mrag_paper")
-class MRAGPaper(MRAG):
-    """mRAG with `paper=True` by default: a name of its own, so one evaluation can run
-    both and its tables tell them apart."""
-
-    name = "mrag_paper"
-    description = "mRAG with only the paper's behaviour (paper=true: no guards, hints, caps or late answer)."
-
-    def __init__(self, llm, retriever=None, config=None, llms=None):
-        if not isinstance(config, MRAGConfig):
-            config = {"paper": True, **(config or {})}
-        super().__init__(llm, retriever, config, llms)
+MRAGPaper = register_variant(
+    MRAG, "mrag_paper", "mRAG with only the paper's behaviour (paper=true: no guards, hints, caps or late answer).", paper=True
+)

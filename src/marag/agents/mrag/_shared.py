@@ -1,19 +1,12 @@
-"""What the mRAG agents share: the document view they read and small text helpers.
-
-Prompts must fit the model's context (SmolLM2-135M has a 4k-token slot), so the
-collected documents are packed into a character budget (`pack_texts`): every document
-is shown, most relevant first, and when they do not fit whole the longest ones are
-clipped to an equal share of the budget.
-"""
+"""What the mRAG agents share: the prompt preamble, the document view they read
+(`marag.agents.documents`) and small text helpers."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from pydantic import BaseModel
-
-from marag.agents.layout import laid_out
-from marag.index.base import Hit
+from marag.agents.documents import Doc, doc_from_hit, pack_texts
+from marag.agents.layout import clip, laid_out
 from marag.llm.base import Message
 
 # The system prompt of every mRAG role: one text, so a question's calls share it (and
@@ -29,45 +22,6 @@ def team_prompt(
 ) -> list[Message]:
     """An mRAG role's messages, laid out for prefix reuse (`marag.agents.layout`)."""
     return laid_out(PREAMBLE, question, task, state, ask, documents)
-
-
-class Doc(BaseModel):
-    """A collected document as the agents see it (text already clipped)."""
-
-    id: str  # chunk id: unique in the index, the key of the supporting set S
-    title: str = ""
-    text: str
-    found_for: str = ""  # the search query it was judged relevant for
-
-
-def clip(text: str, limit: int | None) -> str:
-    """`text` on one line, at most `limit` characters (an ellipsis marks a cut; None
-    keeps it whole)."""
-    flat = " ".join(str(text).split())
-    return flat if limit is None or len(flat) <= limit else flat[: max(0, limit - 1)].rstrip() + "…"
-
-
-def doc_from_hit(hit: Hit, chars: int | None, found_for: str = "") -> Doc:
-    return Doc(id=hit.chunk_id, title=hit.title, text=clip(hit.text, chars), found_for=found_for)
-
-
-def pack_texts(lengths: Sequence[int], budget: int | None, floor: int = 200) -> list[int]:
-    """How many characters of each text to show so that all fit in `budget`
-    (water-filling: texts shorter than an equal share stay whole, what they leave goes
-    to the longer ones, which are clipped to one common cap). When even `floor`
-    characters each would not fit, the texts at the end of the list (the least
-    relevant) are left out: their allowance is 0."""
-    if budget is None or sum(lengths) <= budget:
-        return list(lengths)
-    shown = min(len(lengths), max(1, budget // floor))
-    remaining, left, cap = budget, shown, budget
-    for n in sorted(lengths[:shown]):
-        share = remaining // left
-        if n > share:
-            cap = share
-            break
-        remaining, left = remaining - n, left - 1
-    return [min(n, cap) for n in lengths[:shown]] + [0] * (len(lengths) - shown)
 
 
 def render_docs(docs: Sequence[Doc]) -> str:

@@ -40,12 +40,12 @@ step's outputs.
 from __future__ import annotations
 
 import asyncio
-import re
 from typing import Literal
 
 from pydantic import BaseModel, Field
 
 from marag.agents.base import Agent, narrowed
+from marag.agents.queries import QUERY_MAX_CHARS, clean_query, content_words
 from marag.agents.mrag._shared import Doc, clip, doc_from_hit, render_lines, team_prompt
 from marag.errors import StructuredOutputError
 from marag.index.base import Hit
@@ -54,7 +54,6 @@ from marag.llm.base import LLM, Message
 from marag.llm.budget import budget_spent
 from marag.trace import step
 
-QUERY_MAX_CHARS = 120
 
 
 # -- the query ---------------------------------------------------------------------------
@@ -93,26 +92,6 @@ class QueryWriter(Agent[QueryInput, Query]):
         return Query(query=clip(inp.aspects or inp.question, QUERY_MAX_CHARS))
 
 
-# Labels of our own prompts: a small model copies them, and what follows them, into its
-# query ("... Already known: VIVA Media"), which pulls the search back to what was found.
-_BOOKKEEPING = re.compile(
-    r"\b(?:already known|known so far|facts? found(?: so far)?|still missing|look(?:ing)? for|"
-    r"queries already used|already searched|relevant documents so far|this page|documents found|question)\s*:",
-    re.IGNORECASE,
-)
-
-
-def clean_query(text: str) -> str:
-    """The query without bookkeeping copied from the prompt (everything from the first
-    label on, or a leading "Query:"), quotes and extra space; clipped."""
-    flat = " ".join(str(text).split())
-    flat = re.sub(r"^\s*(?:search\s+)?query\s*:\s*", "", flat, flags=re.IGNORECASE)
-    if m := _BOOKKEEPING.search(flat):
-        head = flat[: m.start()].strip(" .;,-")
-        flat = head if sum(c.isalpha() for c in head) >= 3 else _BOOKKEEPING.sub(" ", flat)
-    return clip(flat.strip(" \"'`"), QUERY_MAX_CHARS)
-
-
 # -- relevance -------------------------------------------------------------------------
 class JudgeInput(BaseModel):
     question: str
@@ -127,7 +106,7 @@ class JudgeInput(BaseModel):
 
 class Judgement(BaseModel):
     explanation: str = Field(max_length=100)
-    fact: str = Field(default="", max_length=80)
+    fact: str = Field(default="", max_length=60)
     relevant: bool
 
 
@@ -310,16 +289,6 @@ class SearcherOutput(BaseModel):
     @property
     def query_reuses(self) -> int:
         return len(self.steps) - len({s.query for s in self.steps})
-
-
-_STOP = frozenset(
-    "the and for with from that this who whom what which when where why how did does was were are "  # noqa: SIM905
-    "has have had its his her their into about than then there".split()
-)
-
-
-def content_words(text: str) -> set[str]:
-    return {w for w in re.findall(r"[a-z0-9]+", text.lower()) if len(w) >= 3 and w not in _STOP}
 
 
 def seed_query(inp: SearcherInput, memory: SearchMemory) -> str | None:

@@ -1,0 +1,49 @@
+"""Documents as agents read them: a retrieved chunk with its text clipped to what a
+prompt can hold, and the packing of many documents into one character budget.
+
+Prompts must fit the model's context (SmolLM2-135M has a 4k-token slot), so collected
+documents are packed into a character budget (`pack_texts`): every document is shown,
+most relevant first, and when they do not fit whole the longest ones are clipped to an
+equal share of the budget.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from pydantic import BaseModel
+
+from marag.agents.layout import clip
+from marag.index.base import Hit
+
+
+class Doc(BaseModel):
+    """A collected document as the agents see it (text already clipped)."""
+
+    id: str  # chunk id: unique in the index, the key of the supporting set S
+    title: str = ""
+    text: str
+    found_for: str = ""  # the search query it was judged relevant for
+
+
+def doc_from_hit(hit: Hit, chars: int | None, found_for: str = "") -> Doc:
+    return Doc(id=hit.chunk_id, title=hit.title, text=clip(hit.text, chars), found_for=found_for)
+
+
+def pack_texts(lengths: Sequence[int], budget: int | None, floor: int = 200) -> list[int]:
+    """How many characters of each text to show so that all fit in `budget`
+    (water-filling: texts shorter than an equal share stay whole, what they leave goes
+    to the longer ones, which are clipped to one common cap). When even `floor`
+    characters each would not fit, the texts at the end of the list (the least
+    relevant) are left out: their allowance is 0."""
+    if budget is None or sum(lengths) <= budget:
+        return list(lengths)
+    shown = min(len(lengths), max(1, budget // floor))
+    remaining, left, cap = budget, shown, budget
+    for n in sorted(lengths[:shown]):
+        share = remaining // left
+        if n > share:
+            cap = share
+            break
+        remaining, left = remaining - n, left - 1
+    return [min(n, cap) for n in lengths[:shown]] + [0] * (len(lengths) - shown)

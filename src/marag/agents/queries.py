@@ -1,0 +1,41 @@
+"""Search queries as agents write them: cleaned of the bookkeeping a small model copies
+from its prompt, and compared by content words. Shared by every strategy whose agents
+write queries (mRAG's searcher, UniRAG's planner, ...)."""
+
+from __future__ import annotations
+
+import re
+
+from marag.agents.layout import clip
+
+QUERY_MAX_CHARS = 120
+
+# Labels of our prompts: a small model copies them, and what follows them, into its
+# query ("... Already known: VIVA Media"), which pulls the search back to what was found.
+_BOOKKEEPING = re.compile(
+    r"\b(?:already known|known so far|facts? found(?: so far)?|still missing|look(?:ing)? for|"
+    r"queries already used|already searched|relevant documents so far|this page|documents found|"
+    r"working memory|evidence|thought|question)\s*:",
+    re.IGNORECASE,
+)
+
+
+def clean_query(text: str, limit: int = QUERY_MAX_CHARS) -> str:
+    """The query without bookkeeping copied from the prompt (everything from the first
+    label on, or a leading "Query:"), quotes and extra space; clipped."""
+    flat = " ".join(str(text).split())
+    flat = re.sub(r"^\s*(?:search\s+)?query\s*:\s*", "", flat, flags=re.IGNORECASE)
+    if m := _BOOKKEEPING.search(flat):
+        head = flat[: m.start()].strip(" .;,-")
+        flat = head if sum(c.isalpha() for c in head) >= 3 else _BOOKKEEPING.sub(" ", flat)
+    return clip(flat.strip(" \"'`"), limit)
+
+
+_STOP = frozenset(
+    "the and for with from that this who whom what which when where why how did does was were are "  # noqa: SIM905
+    "has have had its his her their into about than then there".split()
+)
+
+
+def content_words(text: str) -> set[str]:
+    return {w for w in re.findall(r"[a-z0-9]+", text.lower()) if len(w) >= 3 and w not in _STOP}

@@ -1,0 +1,40 @@
+"""UniRAG's final-answer step: the answer written from the evidence in the working
+memory only (no raw documents), in the strategy's answer style.
+
+Fallback: the answer text the model produced, else "I could not produce an answer."
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+from marag.agents.answerer import AnswerOutput, AnswerStyle, StyledAnswer
+from marag.agents.base import Agent
+from marag.agents.unirag._shared import MemoryStep, agent_prompt, render_memory
+from marag.errors import StructuredOutputError
+from marag.llm.base import Message
+
+
+class FinalInput(BaseModel):
+    question: str
+    memory: list[MemoryStep] = Field(default_factory=list)
+
+
+class FinalAnswer(StyledAnswer, Agent[FinalInput, AnswerOutput]):
+    name = "final_answer"
+    Input = FinalInput
+    Output = AnswerOutput
+
+    def __init__(self, style: AnswerStyle | None = None):
+        self._set_style(style)
+
+    def messages(self, inp: FinalInput) -> list[Message]:
+        task = (
+            f"Your task: answer the question from the evidence in the working memory only. {self.style.instruction} "
+            "If the evidence does not answer it, say that you do not know."
+        )
+        state = [f"Working memory:\n{render_memory(inp.memory)}"]
+        return agent_prompt(inp.question, task, state, f"Question: {inp.question}\nAnswer as JSON.")
+
+    def fallback(self, inp: FinalInput, error: StructuredOutputError) -> AnswerOutput:
+        return self.salvage(error)

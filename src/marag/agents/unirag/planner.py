@@ -1,0 +1,61 @@
+"""UniRAG's planning module: at each step a short Thought, then one action: `search`
+with one detailed query for a single piece of information, or `final_answer` when the
+evidence in the working memory answers the question.
+
+Fallback: search for the question itself while nothing has been searched, else
+final_answer.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from marag.agents.base import Agent
+from marag.agents.layout import clip
+from marag.agents.queries import QUERY_MAX_CHARS
+from marag.agents.unirag._shared import MemoryStep, agent_prompt, render_memory
+from marag.errors import StructuredOutputError
+from marag.llm.base import Message
+
+
+class PlanInput(BaseModel):
+    question: str
+    memory: list[MemoryStep] = Field(default_factory=list)
+    searches_left: int
+    used: list[str] = Field(default_factory=list)  # queries already run (to ask for a new one)
+
+
+class PlanStep(BaseModel):
+    thought: str = Field(max_length=200)
+    action: Literal["search", "final_answer"]
+    query: str = Field(default="", max_length=QUERY_MAX_CHARS)
+
+
+_TASK = (
+    "Your task: decide the next step. Write a short thought about what the evidence so far "
+    "shows and what is still missing. Then choose one action: search, with one detailed query "
+    "for a single piece of information that is still missing (never several things at once), "
+    "or final_answer, when the evidence already answers the question."
+)
+
+
+class Planner(Agent[PlanInput, PlanStep]):
+    name = "planner"
+    Input = PlanInput
+    Output = PlanStep
+    max_tokens = 110
+
+    def messages(self, inp: PlanInput) -> list[Message]:
+        state = [
+            f"Working memory:\n{render_memory(inp.memory)}",
+            f"Queries already used (do not repeat them): {'; '.join(inp.used)}" if inp.used else "",
+            f"Searches left: {inp.searches_left}",
+        ]
+        return agent_prompt(inp.question, _TASK, state, "Next step as JSON.")
+
+    def fallback(self, inp: PlanInput, error: StructuredOutputError) -> PlanStep:
+        if not any(s.action == "search" for s in inp.memory) and inp.searches_left > 0:
+            return PlanStep(thought="fallback: search for the question", action="search", query=clip(inp.question, QUERY_MAX_CHARS))
+        return PlanStep(thought="fallback: answer from the evidence gathered", action="final_answer")

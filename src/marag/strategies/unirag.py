@@ -1,0 +1,165 @@
+"""Agent-UniRAG (Pham et al. 2025): one ReAct agent with a planning module, a search
+tool, an evidence reflector, a working memory and a search budget.
+
+Loop: the planner writes a Thought and chooses `search` (one detailed query) or
+`final_answer`; a search retrieves the top `k` documents (optionally BM25 candidates
+re-ranked by embedding similarity, `rerank`); the reflector condenses them into short
+evidence with source ids, or "No information found"; the (thought, action, evidence)
+step joins the working memory. When the planner says it has the answer, the search
+budget (`max_searches`, a hard cap) is spent, or the question's budget runs out, a
+separate final-answer step writes the answer from the working memory only. The
+sources returned are the documents the evidence came from.
+
+Ablations (registered as strategies): `unirag_no_reflector` (the raw documents, clipped
+to `raw_doc_chars`, are the evidence), `unirag_no_planning` (all queries written first
+from the question, searched and reflected, then one answer) and `unirag_1search`
+(`max_searches=1`).
+
+Our additions (each off with `paper=true`): the search memory (a search returns only
+documents no earlier search of the question returned; a query that repeats an earlier
+one is sent back to the planner once, `marag.index.memory`), queries cleaned of copied
+bookkeeping, and `search_first` (a final answer before any search is turned into a
+search for the question: small models answer at once from nothing).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import Field, model_validator
+
+from marag.agents.documents import doc_from_hit
+from marag.agents.queries import clean_query
+from marag.agents.unirag import (
+    Evidence,
+    FinalAnswer,
+    FinalInput,
+    MemoryStep,
+    PlanInput,
+    Planner,
+    PlanStep,
+    QueriesInput,
+    QueryPlanner,
+    ReflectInput,
+    Reflector,
+    render_memory,
+)
+from marag.index.base import Hit
+from marag.index.memory import SearchMemory
+from marag.index.rerank import EmbeddingReranker
+from marag.llm.budget import budget_spent, grace
+from marag.strategies.base import STRATEGIES, AnsweringConfig, Strategy, register_variant
+from marag.trace import step
+
+PAPER_SETTINGS: dict[str, Any] = {"memory": False, "clean_queries": False, "search_first": False}
+
+
+class UniRAGConfig(AnsweringConfig):
+    k: int = Field(default=8, ge=1, le=20)  # documents per search (the paper: 8, or 12)
+    max_searches: int = Field(default=8, ge=1, le=20)  # hard cap on searches per question
+    reflector: bool = True  # False: raw documents are the evidence (ablation)
+    planning: bool = True  # False: all queries first, then one answer (ablation)
+    max_queries: int = Field(default=3, ge=1, le=4)  # without planning: queries written up front
+    rerank: bool = False  # re-rank `rerank_depth` candidates by embedding similarity
+    rerank_depth: int = Field(default=30, ge=1, le=200)
+    raw_doc_chars: int = Field(default=300, ge=50)  # without the reflector: each document's share of memory
+    doc_chars: int | None = Field(default=1200, ge=100)  # each document as the reflector reads it
+    paper: bool = False  # only the paper's behaviour: PAPER_SETTINGS
+    memory: bool = True
+    clean_queries: bool = True
+    search_first: bool = True
+    temperature: float = 0.0
+    seed: int | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _paper_mode(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("paper"):
+            return {**data, **PAPER_SETTINGS}
+        return data
+
+
+@STRATEGIES.register("unirag")
+class UniRAG(Strategy):
+    name = "unirag"
+    description = "One ReAct agent: thought, search, evidence reflector, working memory, search budget (Pham et al. 2025)."
+    Config = UniRAGConfig
+
+    async def solve(self, question: str) -> tuple[str, list[Hit]]:
+        cfg = self.config
+        memory = SearchMemory(self.search, unseen_only=cfg.memory)
+        steps: list[MemoryStep] = []
+        cited: dict[str, Hit] = {}
+        if cfg.planning:
+            await self._react(question, memory, steps, cited)
+        else:
+            queries = await self._call(QueryPlanner(), QueriesInput(question=question, max_queries=cfg.max_queries))
+            planned = [clean_query(q) if cfg.clean_queries else q.strip() for q in queries.queries][: cfg.max_searches]
+            for i, q in enumerate(planned, 1):
+                if budget_spent():
+                    break
+                plan = PlanStep(thought=f"query {i} of {len(planned)}, written up front", action="search", query=q or question)
+                steps.append(await self._search_step(question, plan, memory, cited))
+        with grace():  # the answer is written even when the question's budget is spent
+            out = await self._call(FinalAnswer(cfg.style()), FinalInput(question=question, memory=steps))
+        with step("working_memory") as s:
+            s.outputs = {"chain": render_memory(steps), "searches": sum(x.action == "search" for x in steps)}
+        return out.answer, list(cited.values())
+
+    async def _react(self, question: str, memory: SearchMemory, steps: list[MemoryStep], cited: dict[str, Hit]) -> None:
+        cfg = self.config
+        searches = 0
+        while searches < cfg.max_searches and not budget_spent():
+            plan_in = PlanInput(question=question, memory=steps, searches_left=cfg.max_searches - searches)
+            plan = await self._call(Planner(), plan_in)
+            if plan.action == "final_answer" and (searches or not cfg.search_first):
+                steps.append(MemoryStep(thought=plan.thought, action="final_answer"))
+                return
+            query = clean_query(plan.query) if cfg.clean_queries else plan.query.strip()
+            if cfg.memory and query and memory.near_duplicate(query):
+                # a repeat: the planner is asked once more, told which queries it used
+                with step("guard", rule="repeated query", query=query) as g:
+                    g.status = "refused"
+                retry = await self._call(Planner(), plan_in.model_copy(update={"used": list(memory.queries)}))
+                if retry.action == "search" and retry.query:
+                    plan, query = retry, clean_query(retry.query) if cfg.clean_queries else retry.query.strip()
+            if plan.action != "search" or not query:  # a final answer before any search (search_first), or no query
+                plan, query = PlanStep(thought=plan.thought, action="search", query=question), question
+            steps.append(await self._search_step(question, plan.model_copy(update={"query": query}), memory, cited))
+            searches += 1
+
+    async def _search_step(self, question: str, plan: PlanStep, memory: SearchMemory, cited: dict[str, Hit]) -> MemoryStep:
+        cfg = self.config
+        with step("search", query=plan.query) as s:
+            if cfg.rerank:
+                page = await memory.page(plan.query, cfg.rerank_depth)
+                hits = self._reranker().rerank(plan.query, page.hits, cfg.k)
+            else:
+                hits = (await memory.page(plan.query, cfg.k)).hits
+            s.outputs = {"chunk_ids": [h.chunk_id for h in hits]}
+        if not cfg.reflector:  # ablation: the raw documents are the evidence
+            evidence = [Evidence(source=h.chunk_id, text=doc_from_hit(h, cfg.raw_doc_chars).text) for h in hits]
+            cited.update((h.chunk_id, h) for h in hits)
+        else:
+            docs = [doc_from_hit(h, cfg.doc_chars) for h in hits]
+            r = await self._call(Reflector(), ReflectInput(question=question, query=plan.query, documents=docs)) if hits else None
+            evidence = []
+            for f in (r.evidence if r and r.found else []):
+                if 1 <= f.doc <= len(hits) and f.text.strip():
+                    h = hits[f.doc - 1]
+                    evidence.append(Evidence(source=h.chunk_id, text=f.text.strip()))
+                    cited.setdefault(h.chunk_id, h)
+        return MemoryStep(thought=plan.thought, action="search", query=plan.query, evidence=evidence)
+
+    def _reranker(self) -> EmbeddingReranker:
+        if not hasattr(self, "_rr"):
+            self._rr = EmbeddingReranker()
+        return self._rr
+
+    async def _call(self, agent, inp):
+        return await agent(self.llm, inp, self.config.temperature, self.config.seed)
+
+
+register_variant(UniRAG, "unirag_no_reflector", "UniRAG ablation: raw documents as evidence (no reflector).", reflector=False)
+register_variant(UniRAG, "unirag_no_planning", "UniRAG ablation: all queries first, then one answer (no planning).", planning=False)
+register_variant(UniRAG, "unirag_1search", "UniRAG ablation: at most one search.", max_searches=1)

@@ -1,0 +1,198 @@
+"""Agent-UniRAG: the ReAct loop (planner -> search -> reflector -> ... -> final answer),
+the working memory, the search budget and the ablations, driven by scripted models over
+real BM25 indexes."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+
+import pytest
+
+from marag.index.pipeline import index_corpus
+from marag.index.store import IndexConfig
+from marag.llm import ScriptedLLM
+from marag.strategies import STRATEGIES, make_strategy
+
+QUESTION = "Where was the author of Salt Winter raised?"
+DOCS = [
+    ("salt-winter", "Salt Winter", "Salt Winter is a 1931 novel about a fishing crew, written by Maren Holt."),
+    ("holt", "Maren Holt", "Maren Holt (1871-1950) was a Norwegian printer and writer. She grew up in Brekke, a village on the west coast."),
+    ("olympics", "Winter Olympics", "The Winter Olympics are held every four years; one author called them a festival of salt and snow."),
+    ("herring", "Herring", "Herring are small fish caught in the North Sea, often salted for the winter."),
+]
+
+
+@pytest.fixture(scope="module")
+def retriever(tmp_path_factory):
+    d = tmp_path_factory.mktemp("twohop")
+    corpus = d / "docs.jsonl"
+    corpus.write_text("".join(json.dumps({"id": i, "title": t, "text": x}) + "\n" for i, t, x in DOCS))
+    return index_corpus(corpus, d / "idx", IndexConfig(retrievers=["bm25"]), progress=False).retriever("bm25")
+
+
+def numbered(user: str) -> dict[str, int]:
+    """Document titles shown to the reflector -> their numbers."""
+    return {t: int(n) for n, t in re.findall(r"^\[(\d+)\] (.*)$", user, re.M)}
+
+
+def reflect_facts(user: str) -> dict:
+    """A reflector that reports what the novel's and the author's pages say."""
+    docs = numbered(user)
+    ev = []
+    if "Salt Winter" in docs:
+        ev.append({"doc": docs["Salt Winter"], "text": "Salt Winter was written by Maren Holt"})
+    if "Maren Holt" in docs:
+        ev.append({"doc": docs["Maren Holt"], "text": "Maren Holt grew up in Brekke"})
+    return {"found": bool(ev), "evidence": ev}
+
+
+def script(planner, reflector=reflect_facts, answer=lambda user: {"answer": "Brekke" if "Brekke" in user else "unknown"}, queries=None):
+    def fn(messages, output):
+        user = messages[-1]["content"]
+        return {"PlanStep": planner, "Reflection": reflector, "AnswerOutput": answer, "Queries": queries}[output.__name__](user)
+
+    return ScriptedLLM(fn=fn)
+
+
+def run(name: str, llm, retriever, config: dict | None = None):
+    return asyncio.run(make_strategy(name, llm, retriever, config).run(QUESTION))
+
+
+def roles(ans) -> list[str]:
+    return [s.agent for s in ans.trace.steps]
+
+
+def two_hop_planner(user: str) -> dict:
+    if "Maren Holt grew up" in user:
+        return {"thought": "the evidence names the village", "action": "final_answer", "query": ""}
+    if "written by Maren Holt" in user:  # the second query is built from the first evidence
+        return {"thought": "the author is Maren Holt; where did she grow up?", "action": "search", "query": "Maren Holt grew up village"}
+    return {"thought": "first find the author of Salt Winter", "action": "search", "query": "Salt Winter author"}
+
+
+def test_registered_with_ablations():
+    assert {"unirag", "unirag_no_reflector", "unirag_no_planning", "unirag_1search"} <= set(STRATEGIES.names())
+    assert STRATEGIES.get("unirag_1search").defaults == {"max_searches": 1}
+
+
+def test_single_hop_one_search_then_the_answer(retriever):
+    def planner(user):
+        if "Evidence: Salt Winter" in user:
+            return {"thought": "the evidence names the author", "action": "final_answer", "query": ""}
+        return {"thought": "look up the novel", "action": "search", "query": "Salt Winter novel"}
+
+    llm = script(planner, answer=lambda u: {"answer": "Maren Holt" if "Maren Holt" in u else "?"})
+    ans = run("unirag", llm, retriever)
+    assert roles(ans) == ["planner", "search", "reflector", "planner", "final_answer", "working_memory"]
+    assert ans.answer == "Maren Holt" and [s.doc_id for s in ans.sources] == ["salt-winter"]
+    assert ans.usage["searches"] == 1
+    search = next(s for s in ans.trace.steps if s.agent == "search")
+    assert search.searches[0].query == "Salt Winter novel" and search.searches[0].k == 8
+    chain = ans.trace.steps[-1].outputs["chain"]
+    assert chain.startswith("Step 1\nThought: look up the novel\nSearch: Salt Winter novel\nEvidence: Salt Winter was written by Maren Holt [salt-winter#0]")
+    # the final answer read the evidence, never the raw documents
+    final = next(c for c in llm.calls if c.output_model.__name__ == "AnswerOutput").messages[-1]["content"]
+    assert "Salt Winter was written by Maren Holt" in final and "fishing crew" not in final
+
+
+def test_multi_hop_second_query_uses_the_first_evidence(retriever):
+    llm = script(two_hop_planner)
+    ans = run("unirag", llm, retriever)
+    queries = [s.inputs["query"] for s in ans.trace.steps if s.agent == "search"]
+    assert queries == ["Salt Winter author", "Maren Holt grew up village"]
+    second_plan = [c for c in llm.calls if c.output_model.__name__ == "PlanStep"][1].messages[-1]["content"]
+    assert "Evidence: Salt Winter was written by Maren Holt" in second_plan
+    assert ans.answer == "Brekke" and [s.doc_id for s in ans.sources] == ["salt-winter", "holt"]
+
+
+def test_no_information_found_leads_to_a_new_query(retriever):
+    def planner(user):
+        if "Evidence: Maren Holt grew up" in user:
+            return {"thought": "done", "action": "final_answer", "query": ""}
+        if "No information found" in user:
+            return {"thought": "nothing there; ask about the author directly", "action": "search", "query": "Maren Holt Brekke"}
+        return {"thought": "try fish", "action": "search", "query": "herring North Sea"}
+
+    def reflector(user):
+        if "Search query: herring" in user:
+            return {"found": False, "evidence": []}
+        return reflect_facts(user)
+
+    ans = run("unirag", script(planner, reflector), retriever)
+    assert [s.inputs["query"] for s in ans.trace.steps if s.agent == "search"] == ["herring North Sea", "Maren Holt Brekke"]
+    assert "Evidence: No information found" in ans.trace.steps[-1].outputs["chain"]
+    assert ans.answer == "Brekke"
+
+
+def test_the_search_budget_forces_the_final_answer(retriever):
+    queries = iter(["Salt Winter", "Maren Holt", "herring", "olympics"])
+
+    def planner(user):  # never satisfied
+        return {"thought": "more", "action": "search", "query": next(queries)}
+
+    llm = script(planner)
+    ans = run("unirag", llm, retriever, {"max_searches": 2})
+    assert [s.agent for s in ans.trace.steps].count("search") == 2
+    assert [c.output_model.__name__ for c in llm.calls].count("PlanStep") == 2
+    assert roles(ans)[-2:] == ["final_answer", "working_memory"] and ans.answer == "Brekke"
+    # the question's hard budget stops it too, and the final answer is still written
+    llm = script(lambda u: {"thought": "more", "action": "search", "query": "Salt Winter"})
+    ans = run("unirag", llm, retriever, {"max_llm_calls": 3})
+    assert ans.trace.budget["stopped_by"] == "llm_calls" and ans.usage["llm_calls"] == 4
+    assert roles(ans)[-2:] == ["final_answer", "working_memory"]
+
+
+def test_a_final_answer_before_any_search_becomes_a_search(retriever):
+    def planner(user):
+        if "Evidence:" in user:
+            return {"thought": "done", "action": "final_answer", "query": ""}
+        return {"thought": "I know this", "action": "final_answer", "query": ""}
+
+    ans = run("unirag", script(planner), retriever)
+    assert [s.inputs["query"] for s in ans.trace.steps if s.agent == "search"] == [QUESTION]
+    # the paper's agent may answer at once
+    ans = run("unirag", script(planner), retriever, {"paper": True})
+    assert "search" not in roles(ans) and ans.answer == "unknown"
+
+
+def test_repeated_queries_are_sent_back_and_searches_read_new_documents(retriever):
+    calls = []
+
+    def planner(user):
+        calls.append(user)
+        if len(calls) >= 5:  # the 5th call is the retry after the second repeat: no new query
+            return {"thought": "enough", "action": "final_answer", "query": ""}
+        if "Queries already used" in user:
+            return {"thought": "a different angle", "action": "search", "query": "Maren Holt"}
+        return {"thought": "again", "action": "search", "query": "Salt Winter author"}
+
+    ans = run("unirag", script(planner), retriever)
+    searches = [s for s in ans.trace.steps if s.agent == "search"]
+    assert [s.inputs["query"] for s in searches] == ["Salt Winter author", "Maren Holt", "Salt Winter author"]
+    assert [s for s in ans.trace.steps if s.agent == "guard" and s.inputs["rule"] == "repeated query"]
+    read = [set(s.outputs["chunk_ids"]) for s in searches]
+    assert not read[0] & read[1] and not (read[0] | read[1]) & read[2]  # never the same document twice
+
+
+def test_no_reflector_ablation_uses_raw_documents(retriever):
+    llm = script(two_hop_planner)
+    ans = run("unirag_no_reflector", llm, retriever, {"k": 2})
+    names = [c.output_model.__name__ for c in llm.calls]
+    assert "Reflection" not in names and "reflector" not in roles(ans)
+    chain = ans.trace.steps[-1].outputs["chain"]
+    assert "Evidence: Salt Winter is a 1931 novel about a fishing crew" in chain
+    assert len(ans.sources) >= 2
+
+
+def test_no_planning_ablation_writes_queries_first(retriever):
+    llm = script(
+        planner=lambda u: pytest.fail("no planner without planning"),
+        queries=lambda u: {"queries": ["Salt Winter author", "Maren Holt grew up"]},
+    )
+    ans = run("unirag_no_planning", llm, retriever)
+    names = [c.output_model.__name__ for c in llm.calls]
+    assert names[0] == "Queries" and names.count("AnswerOutput") == 1 and "PlanStep" not in names
+    assert [s.inputs["query"] for s in ans.trace.steps if s.agent == "search"] == ["Salt Winter author", "Maren Holt grew up"]
+    assert ans.answer == "Brekke"
