@@ -122,13 +122,16 @@ class Strategy:
             "tokens": budget.tokens,
             "stopped_by": budget.stopped_by,
         }
+        # a strategy reports its own counts (cycles, agent calls, ...) in a last "budget" step
+        own = next((s.outputs for s in reversed(trace.steps) if s.agent == "budget"), {})
+        counts = {k: float(v) for k, v in own.items() if isinstance(v, (int, float))}
         return Answer(
             question=question,
             answer=text,
             sources=[Source.from_hit(h) for h in hits],
             strategy=self.name,
             config=config,
-            usage={**trace.totals(), "stopped_by_budget": float(budget.stopped_by is not None)},
+            usage={**trace.totals(), **counts, "stopped_by_budget": float(budget.stopped_by is not None)},
             seconds=round(time.perf_counter() - t0, 3),
             trace=trace,
         )

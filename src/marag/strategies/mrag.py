@@ -101,7 +101,7 @@ from marag.index.memory import SearchMemory, query_terms
 from marag.llm.base import LLM
 from marag.llm.budget import budget_spent, grace
 from marag.llm.factory import LLMConfig, make_llm
-from marag.strategies.base import STRATEGIES, Answer, AnsweringConfig, Strategy, register_variant
+from marag.strategies.base import STRATEGIES, AnsweringConfig, Strategy, register_variant
 from marag.trace import current_trace, step
 
 ROLES = ("coordinator", "planner", "searcher", "summarizer", "reasoner", "validator", "answerer", "reviser")
@@ -286,12 +286,6 @@ class MRAG(Strategy):
                 "documents": len(st.docs),
             }
         return st.response or "", [h for h, _ in st.ranked_docs()]
-
-    async def run(self, question: str) -> Answer:
-        answer = await super().run(question)
-        budget = next((s.outputs for s in reversed(answer.trace.steps) if s.agent == "budget"), {})
-        answer.usage.update({k: float(v) for k, v in budget.items() if isinstance(v, (int, float))})
-        return answer
 
     # -- routing ---------------------------------------------------------------------------
     def _next_in_sequence(self, st: _State, plan: bool = True) -> str:

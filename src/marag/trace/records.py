@@ -90,6 +90,10 @@ class Trace(BaseModel):
             "prompt_tokens_reused": reused,
             "prompt_tokens_evaluated": prompt - reused,
             "completion_tokens": sum(c.completion_tokens for c in spent),
+            # one number for comparing strategies' cost: thousands of evaluated prompt
+            # tokens plus 4x thousands of completion tokens (generating costs ~4x reading,
+            # in time on CPU and in most API prices)
+            "cost_units": round((prompt - reused + 4 * sum(c.completion_tokens for c in spent)) / 1000, 4),
             "llm_latency_s": round(sum(c.latency_s for c in calls), 4),
             "searches": len(searches),
             "search_latency_s": round(sum(s.latency_s for s in searches), 4),

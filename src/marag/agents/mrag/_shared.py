@@ -9,6 +9,8 @@ from marag.agents.documents import Doc, doc_from_hit, pack_texts
 from marag.agents.layout import clip, laid_out
 from marag.llm.base import Message
 
+__all__ = ["PREAMBLE", "Doc", "clip", "doc_from_hit", "pack_texts", "render_docs", "render_lines", "team_prompt"]
+
 # The system prompt of every mRAG role: one text, so a question's calls share it (and
 # the question after it) as a cached prefix; each role's task follows the question.
 PREAMBLE = (

@@ -1,0 +1,47 @@
+"""KAIR's contextual filtering: which passages to keep in the refined context (relevant
+to the question and consistent with what is known). Passages are kept verbatim: the
+model only names them by number.
+
+Fallback: keep the passages that support a known fact.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+from marag.agents.base import Agent
+from marag.agents.documents import Doc
+from marag.agents.kair._shared import kair_prompt, numbered, render_numbered
+from marag.errors import StructuredOutputError
+from marag.llm.base import Message
+
+
+class FilterInput(BaseModel):
+    question: str
+    known: list[str] = Field(default_factory=list)
+    passages: list[Doc]
+    supporting: list[int] = Field(default_factory=list)  # passages that support a known fact (the fallback)
+
+
+class Kept(BaseModel):
+    keep: list[int] = Field(default_factory=list, max_length=20)
+
+
+_TASK = (
+    "Your task: choose the passages to keep as context for answering the question: those relevant to "
+    "it and consistent with what is known. Give their numbers."
+)
+
+
+class ContextFilter(Agent[FilterInput, Kept]):
+    name = "context_filter"
+    Input = FilterInput
+    Output = Kept
+    max_tokens = 60
+
+    def messages(self, inp: FilterInput) -> list[Message]:
+        state = [f"What is known:\n{numbered(inp.known)}", f"Passages:\n{render_numbered(inp.passages)}"]
+        return kair_prompt(inp.question, _TASK, state, "Passages to keep as JSON.")
+
+    def fallback(self, inp: FilterInput, error: StructuredOutputError) -> Kept:
+        return Kept(keep=inp.supporting)
