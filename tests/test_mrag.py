@@ -497,10 +497,10 @@ def test_coordinator_input_echoes_are_dropped_and_hints_are_optional(retriever):
     assert useful_input("The usual next agent is: finisher") == ""
     assert useful_input(" Linux mascot name ") == "Linux mascot name"
     hinted = Coordinator().messages(CoordinatorInput(question="q", default_next="searcher"))
-    assert hinted[1].content.split("Agents:\n")[1].startswith("searcher - ")
-    assert hinted[1].content.splitlines()[-3] == "The usual next agent is: searcher"
+    assert hinted[0].content.split("Agents:\n")[1].startswith("searcher - ")
+    assert "usual next agent is: searcher" in hinted[1].content
     plain = Coordinator().messages(CoordinatorInput(question="q", default_next="searcher", hint=False))
-    assert plain[1].content.split("Agents:\n")[1].startswith("planner - ") and "usual" not in plain[1].content
+    assert plain[0].content.split("Agents:\n")[1].startswith("planner - ") and "usual" not in plain[1].content
     # end to end: the echoed input never reaches the agent
     script = Script(
         CoordinatorDecision=[coord("searcher", "searcher"), coord("answerer"), coord("finisher")],

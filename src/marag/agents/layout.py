@@ -2,19 +2,20 @@
 
 llama.cpp (and vLLM, and hosted APIs) skip the part of a prompt that starts the same as
 a prompt they processed recently; only the rest is evaluated. A question's calls are
-many (mRAG makes 15-30) and most of what they send is the same, so every agent prompt
-is ordered from the most stable to the most changing part:
+many (mRAG makes 15-30, most of them the same few roles), so every agent prompt is
+ordered from the most stable to the most changing part:
 
-    system   the strategy's preamble: identical for every role of the strategy
-    user     Question: ...                   identical for every call of the question
-             Documents: ...                  (readers only) changes only when S grows
-             the role's task                 identical for every call of the role
-             state lines                     what changed since the last call
-             the request                     e.g. "Answer as JSON."
+    system   the role's instructions             identical for every call of the role
+    user     Question: ...                       identical for every call of the question
+             Documents: ...                      (readers only) changes only when S grows
+             state lines, stable ones first     e.g. a history that only grows
+             the request                         e.g. "Answer as JSON."
 
-A role's task therefore follows the question instead of living in its own system
-prompt: two roles of one question still share the preamble and the question, and
-everything up to the documents for the agents that read them.
+Two calls of one role for one question then share everything up to their first
+changed state line. (A single preamble shared by all roles, with each role's task
+after the question, would share a little more across roles, but small models follow
+instructions in the system prompt much better: SmolLM2-135M's coordinator, query
+writer and planner degenerated when their task moved into the user message.)
 """
 
 from __future__ import annotations
@@ -32,21 +33,19 @@ def clip(text: str, limit: int | None) -> str:
 
 
 def laid_out(
-    preamble: str,
+    system: str,
     question: str,
-    task: str,
     state: Iterable[str] = (),
     ask: str = "Reply as JSON.",
     documents: str | None = None,
 ) -> list[Message]:
     """The messages for one call, stable parts first (module docstring). Empty state
     lines are left out."""
-    user = f"Question: {question}\n\n"
+    user = f"Question: {question}\n"
     if documents is not None:
-        user += f"Documents:\n\n{documents}\n\n"
-    user += task.strip() + "\n"
+        user += f"\nDocuments:\n\n{documents}\n"
     lines = [s.rstrip() for s in state if s and s.strip()]
     if lines:
         user += "\n" + "\n".join(lines) + "\n"
     user += "\n" + ask
-    return [Message(role="system", content=preamble), Message(role="user", content=user)]
+    return [Message(role="system", content=system), Message(role="user", content=user)]

@@ -259,7 +259,10 @@ async def run_eval(
     settings = strategy_settings(cfg, ds)
     # validated now: a bad --set fails before any work
     strategy_cls = {s: STRATEGIES.get(s) for s in cfg.strategies}
-    effective = {s: strategy_cls[s].Config.model_validate(settings[s]).model_dump(mode="json") for s in cfg.strategies}
+    effective = {
+        s: strategy_cls[s].Config.model_validate({**strategy_cls[s].defaults, **settings[s]}).model_dump(mode="json")
+        for s in cfg.strategies
+    }
     facts = {
         # the resolved model ids (e.g. the GGUF file), not just the spec
         "models": {"llm": getattr(llm, "model", "")} | ({"judge": getattr(judge, "model", "")} if judge else {}),

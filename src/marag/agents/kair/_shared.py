@@ -23,4 +23,4 @@ def numbered(items: Sequence[str], empty: str = "(none)") -> str:
 
 
 def kair_prompt(question: str, task: str, state: Iterable[str] = (), ask: str = "Reply as JSON.") -> list[Message]:
-    return laid_out(PREAMBLE, question, task, state, ask)
+    return laid_out(f"{PREAMBLE}\n{task}", question, state, ask)  # the role's task in its system prompt

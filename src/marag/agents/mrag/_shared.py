@@ -9,21 +9,13 @@ from marag.agents.documents import Doc, doc_from_hit, pack_texts
 from marag.agents.layout import clip, laid_out
 from marag.llm.base import Message
 
-__all__ = ["PREAMBLE", "Doc", "clip", "doc_from_hit", "pack_texts", "render_docs", "render_lines", "team_prompt"]
-
-# The system prompt of every mRAG role: one text, so a question's calls share it (and
-# the question after it) as a cached prefix; each role's task follows the question.
-PREAMBLE = (
-    "You are one agent of a team that answers questions from a document collection. "
-    "Do only the task you are given, and reply with JSON only."
-)
-
+__all__ = ["Doc", "clip", "doc_from_hit", "pack_texts", "render_docs", "render_lines", "team_prompt"]
 
 def team_prompt(
-    question: str, task: str, state: Iterable[str] = (), ask: str = "Reply as JSON.", documents: str | None = None
+    system: str, question: str, state: Iterable[str] = (), ask: str = "Reply as JSON.", documents: str | None = None
 ) -> list[Message]:
     """An mRAG role's messages, laid out for prefix reuse (`marag.agents.layout`)."""
-    return laid_out(PREAMBLE, question, task, state, ask, documents)
+    return laid_out(system, question, state, ask, documents)
 
 
 def render_docs(docs: Sequence[Doc]) -> str:

@@ -28,13 +28,13 @@ class MRAGAnswerer(Answerer):
     Output = AnswerOutput
 
     def messages(self, inp: MRAGAnswerInput) -> list[Message]:  # type: ignore[override]
-        task = (
-            f"Your task: answer the question using only the documents. {self.style.instruction} "
-            "If the documents do not contain the answer, say that you do not know."
+        system = (
+            f"You answer a question using only the numbered documents. {self.style.instruction} "
+            "If the documents do not contain the answer, say that you do not know. Reply as JSON."
         )
         state = [f"Guidance: {inp.guidance}" if inp.guidance else "", f"Notes:\n{render_lines(inp.notes)}" if inp.notes else ""]
         # The question is asked again last: what a small model reads last is what it
         # answers (a trailing "Guidance:" line was echoed).
         return team_prompt(
-            inp.question, task, state, f"Question: {inp.question}\nAnswer as JSON.", render_docs(inp.documents)
+            system, inp.question, state, f"Question: {inp.question}\nAnswer as JSON.", render_docs(inp.documents)
         )

@@ -13,10 +13,10 @@ agent in 11 of 12 probe states (question x {start, planned, searched, answered})
 without it 4-7. A capable model still chooses freely; turn it off to study the unaided
 coordinator.
 
-Layout: every coordinator turn of a question starts with the same bytes (preamble,
-question, task, then the history, which only grows), so the server reuses that prefix;
-what changes (documents, response, calls left, and the catalogue, whose order follows
-the hint) comes after it.
+Layout: the system prompt (with the catalogue) changes only when the hint does (a
+few times per question); the user message starts with the question and the history,
+which only grows, so consecutive turns share most of their prompt; what changes
+(documents, response, calls left, hint) comes last.
 """
 
 from __future__ import annotations
@@ -47,12 +47,14 @@ AGENT_GUIDE: dict[str, str] = {
 }
 
 
-_TASK = "Your task: coordinate the team. Each turn you choose the agent that acts next and give it a short input."
-
-
-def catalogue(first: str | None) -> str:
+def _system(first: str | None) -> str:
     order = list(AGENT_GUIDE) if first is None else [first] + [a for a in AGENT_GUIDE if a != first]
-    return "Agents:\n" + "\n".join(f"{name} - {AGENT_GUIDE[name]}" for name in order)
+    return (
+        "You coordinate a team of agents that answer a question from a document collection. "
+        "Each turn you choose the agent that acts next.\nAgents:\n"
+        + "\n".join(f"{name} - {AGENT_GUIDE[name]}" for name in order)
+        + "\nReply as JSON with the agent, its input and your reason."
+    )
 
 
 class CoordinatorInput(BaseModel):
@@ -91,10 +93,9 @@ class Coordinator(Agent[CoordinatorInput, CoordinatorDecision]):
             f"Documents found: {'; '.join(inp.documents) or 'none'}",
             f"Response: {inp.response or 'none yet'}",
             f"Calls left: {inp.calls_left}",
-            catalogue(inp.default_next if inp.hint else None),
             f"The usual next agent is: {inp.default_next}" if inp.hint else "",
         ]
-        return team_prompt(inp.question, _TASK, state, "Which agent acts next? Reply as JSON with the agent, its input and your reason.")
+        return team_prompt(_system(inp.default_next if inp.hint else None), inp.question, state, "Which agent acts next?")
 
     def fallback(self, inp: CoordinatorInput, error: StructuredOutputError) -> CoordinatorDecision:
         return CoordinatorDecision(
@@ -109,6 +110,6 @@ def useful_input(text: str) -> str:
     flat = " ".join(text.split()).strip(" .,;:-\"'")
     if len(flat) < 3 or not any(c.isalpha() for c in flat) or flat.lower() in AGENT_NAMES:
         return ""
-    if flat.lower() in (_TASK + catalogue(None)).lower() or "usual next agent" in flat.lower():
+    if flat.lower() in _system(None).lower() or "usual next agent" in flat.lower():
         return ""
     return flat

@@ -28,10 +28,9 @@ class Plan(BaseModel):
     steps: list[Step] = Field(min_length=1, max_length=5)
 
 
-_TASK = (
-    "Your task: plan how to answer the question with a document search engine. "
-    "Write 2 to 4 short steps: what to look up and what to work out. When the answer "
-    "depends on something you must find first, look that up first."
+_SYSTEM = (
+    "You plan how to answer a question with a document search engine. "
+    "Write 2 to 4 short steps: what to look up and what to work out. Reply as JSON."
 )
 
 
@@ -43,7 +42,7 @@ class Planner(Agent[PlannerInput, Plan]):
 
     def messages(self, inp: PlannerInput) -> list[Message]:
         state = [f"Focus: {inp.request}" if inp.request else "", f"Known so far:\n{render_lines(inp.known)}" if inp.known else ""]
-        return team_prompt(inp.question, _TASK, state, "Plan as JSON.")
+        return team_prompt(_SYSTEM, inp.question, state, "Plan as JSON.")
 
     def fallback(self, inp: PlannerInput, error: StructuredOutputError) -> Plan:
         return Plan(steps=[f"Search the collection for: {inp.question}"[:150], "Answer from the documents found"])

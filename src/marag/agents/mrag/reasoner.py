@@ -25,9 +25,9 @@ class Analysis(BaseModel):
     analysis: str = Field(max_length=300)
 
 
-_TASK = (
-    "Your task: think through one aspect of the question, step by step, using the documents. "
-    "Write the steps briefly and end with what follows."
+_SYSTEM = (
+    "You think through one aspect of a question, step by step, using the documents. "
+    "Write the steps briefly and end with what follows. Reply as JSON."
 )
 
 
@@ -42,7 +42,7 @@ class Reasoner(Agent[ReasonerInput, Analysis]):
             f"Notes:\n{render_lines(inp.notes)}" if inp.notes else "",
             f"Aspect to analyse: {inp.aspect or 'the whole question'}",
         ]
-        return team_prompt(inp.question, _TASK, state, "Analysis as JSON.", render_docs(inp.documents))
+        return team_prompt(_SYSTEM, inp.question, state, "Analysis as JSON.", render_docs(inp.documents))
 
     def fallback(self, inp: ReasonerInput, error: StructuredOutputError) -> Analysis:
         return Analysis(analysis="No analysis was produced (the reasoner's output was unusable).")

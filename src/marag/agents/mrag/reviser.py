@@ -33,16 +33,16 @@ class Reviser(StyledAnswer, Agent[ReviserInput, AnswerOutput]):
         self._set_style(style)
 
     def messages(self, inp: ReviserInput) -> list[Message]:
-        task = (
-            "Your task: improve the response to the question. Apply the suggestion, keep what is right, "
-            f"use only facts from the documents. {self.style.instruction}"
+        system = (
+            "You improve a response to a question. Apply the suggestion, keep what is right, "
+            f"use only facts from the documents. {self.style.instruction} Reply as JSON."
         )
         state = [
             f"Notes:\n{render_lines(inp.notes)}" if inp.notes else "",
             f"Response: {inp.response}",
             f"Suggestion: {inp.suggestion or 'make it more accurate and direct'}",
         ]
-        return team_prompt(inp.question, task, state, "Revised answer as JSON.", render_docs(inp.documents))
+        return team_prompt(system, inp.question, state, "Revised answer as JSON.", render_docs(inp.documents))
 
     def fallback(self, inp: ReviserInput, error: StructuredOutputError) -> AnswerOutput:
         return self.Output(answer=inp.response[: self.style.max_chars])

@@ -68,10 +68,7 @@ class Query(BaseModel):
     query: str = Field(max_length=QUERY_MAX_CHARS)
 
 
-_QUERY_TASK = (
-    "Your task: write one search query for what is still missing: a few keywords, such as a name "
-    "and what to find out about it. Not a sentence, and nothing else."
-)
+_QUERY_SYSTEM = "You write a short keyword query for a search engine. Reply as JSON."
 
 
 class QueryWriter(Agent[QueryInput, Query]):
@@ -86,7 +83,7 @@ class QueryWriter(Agent[QueryInput, Query]):
             f"Facts found so far:\n{render_lines(inp.known)}" if inp.known else "",
             f"Queries already used (write a different one):\n{render_lines(inp.searched)}" if inp.searched else "",
         ]
-        return team_prompt(inp.question, _QUERY_TASK, state, "Query as JSON.")
+        return team_prompt(_QUERY_SYSTEM, inp.question, state, "Query as JSON.")
 
     def fallback(self, inp: QueryInput, error: StructuredOutputError) -> Query:
         return Query(query=clip(inp.aspects or inp.question, QUERY_MAX_CHARS))
@@ -110,10 +107,10 @@ class Judgement(BaseModel):
     relevant: bool
 
 
-_JUDGE_TASK = (
-    "Your task: decide whether the document below helps answer the question. Say in one short "
-    "sentence what it contributes, name the entity or fact it gives toward the answer (empty if "
-    "none), then say relevant true or false."
+_JUDGE_SYSTEM = (
+    "You decide whether a document helps answer a question. Explain in one short sentence, "
+    "name the entity or fact it gives toward the answer (empty if none), then say relevant "
+    "true or false. Reply as JSON."
 )
 
 
@@ -133,7 +130,7 @@ class Judge(Agent[JudgeInput, Judgement]):
     def messages(self, inp: JudgeInput) -> list[Message]:
         d = inp.document
         state = [f"Looking for: {inp.aspects}" if inp.aspects else "", f"Document: {d.title}\n{d.text}"]
-        return team_prompt(inp.question, _JUDGE_TASK, state, "Judgement as JSON.")
+        return team_prompt(_JUDGE_SYSTEM, inp.question, state, "Judgement as JSON.")
 
     def fallback(self, inp: JudgeInput, error: StructuredOutputError) -> Judgement:
         return _judge_fallback(inp.first_page, inp.first_page_rule)
@@ -164,10 +161,10 @@ class PageJudge(Agent[PageJudgeInput, PageJudgement]):
         self.max_tokens = 20 + 80 * n
 
     def messages(self, inp: PageJudgeInput) -> list[Message]:
-        task = _JUDGE_TASK.replace("the document below", "each numbered document below, in order,")
+        system = _JUDGE_SYSTEM.replace("whether a document helps", "for each numbered document, in order, whether it helps")
         docs = "\n\n".join(f"[{i}] {d.title}\n{d.text}" for i, d in enumerate(inp.documents, 1))
         state = [f"Looking for: {inp.aspects}" if inp.aspects else "", f"Documents:\n{docs}"]
-        return team_prompt(inp.question, task, state, f"{len(inp.documents)} judgements, in order, as JSON.")
+        return team_prompt(system, inp.question, state, f"{len(inp.documents)} judgements, in order, as JSON.")
 
     def fallback(self, inp: PageJudgeInput, error: StructuredOutputError) -> PageJudgement:
         return PageJudgement(judgements=[_judge_fallback(inp.first_page, inp.first_page_rule)] * len(inp.documents))
@@ -182,8 +179,10 @@ _ACTIONS = {
     "change": "change - search with a different query for what is still missing, and say why",
     "end": "end - stop searching (what was found covers the question, or there is nothing more to find)",
 }
-_NEXT_TASK = "Your task: steer a search for documents that answer the question. After each page of results, choose one move:\n" + "\n".join(
-    f"- {text}" for text in _ACTIONS.values()
+_NEXT_SYSTEM = (
+    "You steer a search for documents that answer a question. After each page of results, choose one move:\n"
+    + "\n".join(f"- {text}" for text in _ACTIONS.values())
+    + "\nReply as JSON."
 )
 
 
@@ -220,7 +219,7 @@ class NextMove(Agent[NextInput, Move]):
             f"Relevant documents so far:\n{render_lines(inp.found)}",
             f"Pages left: {inp.steps_left}." if inp.steps_left is not None else "",
         ]
-        return team_prompt(inp.question, _NEXT_TASK, state, "Next move as JSON.")
+        return team_prompt(_NEXT_SYSTEM, inp.question, state, "Next move as JSON.")
 
     def fallback(self, inp: NextInput, error: StructuredOutputError) -> Move:
         more = inp.heuristic_fallback and inp.new_on_page > 0 and inp.uses < inp.reuse_limit

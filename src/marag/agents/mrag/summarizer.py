@@ -28,9 +28,9 @@ class Summary(BaseModel):
     summary: str = Field(max_length=SUMMARY_MAX_CHARS)
 
 
-_TASK = (
-    "Your task: summarize the documents for the question. Keep only facts that help answer it, "
-    "in two or three short sentences."
+_SYSTEM = (
+    "You summarize documents for a question. Keep only facts that help answer it, "
+    "in two or three short sentences. Reply as JSON."
 )
 
 
@@ -42,7 +42,7 @@ class Summarizer(Agent[SummarizerInput, Summary]):
 
     def messages(self, inp: SummarizerInput) -> list[Message]:
         state = [f"Notes:\n{render_lines(inp.notes)}" if inp.notes else "", f"Focus on: {inp.focus}" if inp.focus else ""]
-        return team_prompt(inp.question, _TASK, state, "Summary as JSON.", render_docs(inp.documents))
+        return team_prompt(_SYSTEM, inp.question, state, "Summary as JSON.", render_docs(inp.documents))
 
     def fallback(self, inp: SummarizerInput, error: StructuredOutputError) -> Summary:
         if not inp.documents:

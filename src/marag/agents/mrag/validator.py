@@ -48,10 +48,11 @@ class Validation(BaseModel):
         return self.valid.ok and self.grounded.ok and self.correct.ok
 
 
-_TASK = (
-    "Your task: check the response to the question. First list up to 3 things a good response "
+_SYSTEM = (
+    "You check a response to a question. First list up to 3 things a good response "
     "must do. Then say whether the response is valid (answers what was asked), "
-    "grounded (the documents support it) and correct, each with a short feedback."
+    "grounded (the documents support it) and correct, each with a short feedback. "
+    "Reply as JSON."
 )
 
 
@@ -62,7 +63,7 @@ class Validator(Agent[ValidatorInput, Validation]):
     max_tokens = 300
 
     def messages(self, inp: ValidatorInput) -> list[Message]:
-        return team_prompt(inp.question, _TASK, [f"Response: {inp.response}"], "Check as JSON.", render_docs(inp.documents))
+        return team_prompt(_SYSTEM, inp.question, [f"Response: {inp.response}"], "Check as JSON.", render_docs(inp.documents))
 
     def fallback(self, inp: ValidatorInput, error: StructuredOutputError) -> Validation:
         unchecked = Verdict(ok=False, feedback="not checked (the validator's output was unusable)")

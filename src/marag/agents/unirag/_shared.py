@@ -45,4 +45,4 @@ def render_memory(steps: Sequence[MemoryStep], empty: str = "(nothing yet)") -> 
 
 
 def agent_prompt(question: str, task: str, state: Iterable[str] = (), ask: str = "Reply as JSON.") -> list[Message]:
-    return laid_out(PREAMBLE, question, task, state, ask)
+    return laid_out(f"{PREAMBLE}\n{task}", question, state, ask)  # the role's task in its system prompt
