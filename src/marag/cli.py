@@ -55,6 +55,9 @@ def index(
     collection_field: Annotated[
         Optional[str], typer.Option(help="Metadata field that splits the corpus into named collections.")
     ] = None,
+    split: Annotated[
+        Optional[str], typer.Option(help="kmeans:N groups the documents into N topical collections by their embeddings.")
+    ] = None,
     overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace an existing index.")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")] = False,
     data_dir: DataDirOpt = None,
@@ -70,6 +73,7 @@ def index(
         embedder=embedder,
         ann=ann,
         collection_field=collection_field,
+        split=split,
     )
     t0 = time.perf_counter()
     idx = index_corpus(
@@ -201,6 +205,9 @@ def eval_(
     ] = None,
     retriever: Annotated[Optional[str], typer.Option(help="bm25, dense or hybrid.")] = None,
     retrievers: Annotated[str, typer.Option(help="Indexes to build: bm25,dense.")] = "bm25,dense",
+    split: Annotated[
+        Optional[str], typer.Option(help="kmeans:N: index the corpus as N topical collections (RopMura's knowledge agents).")
+    ] = None,
     llm: Annotated[str, typer.Option(help="LLM: llamacpp[:MODEL.gguf], openai:MODEL, scripted.")] = "llamacpp",
     llm_base_url: Annotated[Optional[str], typer.Option(help="Base URL of an OpenAI-compatible server.")] = None,
     threads: Annotated[int, typer.Option(help="CPU threads for the local model.")] = 2,
@@ -242,7 +249,7 @@ def eval_(
         llm=LLMConfig.from_spec(llm, base_url=llm_base_url, threads=threads, cache_dir=cache_dir),
         judge=LLMConfig.from_spec(judge, base_url=judge_base_url, threads=threads, cache_dir=cache_dir) if judge else None,
         retriever=retriever,
-        index=IndexConfig(retrievers=_csv(retrievers)),
+        index=IndexConfig(retrievers=_csv(retrievers), split=split),
         concurrency=concurrency,
         seed=seed,
         deterministic=deterministic,
@@ -320,10 +327,12 @@ def list_strategies() -> None:
     """List the registered strategies."""
     from marag.strategies import STRATEGIES
 
-    for name in STRATEGIES.names():
+    names = STRATEGIES.names()
+    width = max(map(len, names), default=0)
+    for name in names:
         cls = STRATEGIES.get(name)
         retrieval = "" if cls.needs_retriever else "  (no retrieval)"
-        typer.echo(f"{name:14s} {cls.description}{retrieval}")
+        typer.echo(f"{name:{width}s}  {cls.description}{retrieval}")
 
 
 def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:

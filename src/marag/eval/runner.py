@@ -34,6 +34,7 @@ from marag.trace import write_jsonl
 DEFAULT_METRICS = [
     "em", "f1", "accuracy", "rouge_l",
     "retrieval_precision", "retrieval_recall", "retrieval_f1", "recall@2", "recall@5", "mrr",
+    "agent_answerable", "agent_useful",  # apply only to routing strategies (RopMura)
 ]
 
 
@@ -181,15 +182,18 @@ def strategy_settings(cfg: EvalConfig, ds: Dataset) -> dict[str, dict[str, Any]]
     return out
 
 
-def _example(q: Question, answer: Answer) -> EvalExample:
+def _example(q: Question, answer: Answer, doc_collections: dict[str, str] | None = None) -> EvalExample:
     seen: dict[str, None] = {}
     for s in answer.sources:
         seen.setdefault(s.doc_id, None)
+    gold = [doc_collections[d] for d in q.gold_doc_ids if doc_collections and d in doc_collections]
     return EvalExample(
         question=q,
         prediction=answer.answer,
         retrieved_doc_ids=list(seen),
         retrieved_texts=[s.text for s in answer.sources],
+        details=answer.details,
+        gold_collections=list(dict.fromkeys(gold)),
     )
 
 
@@ -284,11 +288,14 @@ async def run_eval(
     done = {k for k, r in read_results(results_path).items() if not r.get("error")}
     todo = [(s, q) for s in cfg.strategies for q in questions if (s, q.id) not in done]
 
-    retriever = None
+    retriever, doc_collections = None, None
     if todo and any(STRATEGIES.get(s).needs_retriever for s in cfg.strategies):
         from marag.eval.indexes import ensure_index
 
-        retriever = ensure_index(ds, cfg.index, index_cache, progress=progress).retriever(cfg.retriever)
+        idx = ensure_index(ds, cfg.index, index_cache, progress=progress)
+        retriever = idx.retriever(cfg.retriever)
+        if idx.collections():  # for the agent-level metrics: which collection holds each document
+            doc_collections = {c.doc_id: coll for c, coll in zip(idx.chunks, idx.chunk_collections) if coll}
     strategies = {s: make_strategy(s, llm, retriever, settings[s]) for s in cfg.strategies} if todo else {}
 
     gate = asyncio.Semaphore(max(1, cfg.concurrency))
@@ -304,7 +311,7 @@ async def run_eval(
             try:
                 answer = await strategies[sname].run(q.question)
                 trace = answer.trace
-                ex = _example(q, answer)
+                ex = _example(q, answer, doc_collections)
                 means, stds, details, judged = await _score(
                     cfg, ex, judge, retrieves=STRATEGIES.get(sname).needs_retriever
                 )

@@ -51,6 +51,10 @@ class IndexConfig(BaseModel):
     # Chunk metadata field naming each chunk's collection (RopMura's knowledge agents
     # each own one); None = a single unnamed collection.
     collection_field: str | None = None
+    # "kmeans:N": group the documents into N topical collections by their embeddings
+    # (`marag.index.cluster.kmeans`, fixed seed), written to each document's metadata
+    # under `collection_field` (default "topic") before chunking.
+    split: str | None = Field(default=None, pattern=r"^kmeans:[1-9][0-9]*$")
 
     @field_validator("retrievers")
     @classmethod
@@ -67,6 +71,16 @@ class IndexConfig(BaseModel):
         if any(w < 0 for w in v.values()):
             raise ValueError(f"hybrid weights must be >= 0, got {v}")
         return v
+
+    @model_validator(mode="after")
+    def _split_needs_a_field(self) -> "IndexConfig":
+        if self.split and self.collection_field is None:
+            self.collection_field = "topic"
+        return self
+
+    @property
+    def split_n(self) -> int | None:
+        return int(self.split.split(":", 1)[1]) if self.split else None
 
     @model_validator(mode="after")
     def _overlap_below_size(self) -> "IndexConfig":

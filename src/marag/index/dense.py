@@ -404,6 +404,15 @@ class DenseRetriever(BaseRetriever):
                 self._sub = (np.ascontiguousarray(self.vectors[rows]), layout)
         return self._sub
 
+    def chunk_vectors(self) -> np.ndarray:
+        """One unit vector per chunk this retriever may return (in position order): the
+        mean of the chunk's window vectors. For clustering a collection (RopMura's
+        knowledge boundaries) without embedding its texts again."""
+        vectors, layout = self._view()
+        sums = np.add.reduceat(vectors.astype(np.float32), layout.windows[:-1], axis=0)
+        per_text = sums / np.linalg.norm(sums, axis=1, keepdims=True).clip(1e-12)
+        return per_text[layout.texts]
+
     def embed_queries(self, queries: list[str]) -> np.ndarray:
         return np.asarray(self.embedder.embed(queries), dtype=np.float32)
 

@@ -10,9 +10,30 @@ from marag.errors import CorpusError
 from marag.index.store import Index, IndexConfig, build_index, corpus_hash, open_index
 
 
+def split_topics(documents: list[Document], config: IndexConfig, progress: bool = True) -> list[Document]:
+    """Each document with its topic (`config.split` = "kmeans:N") in
+    `metadata[config.collection_field]`: "topic-00" .. "topic-NN", by spherical k-means
+    over an embedding of its title and first 1,000 characters."""
+    from marag.index.cluster import kmeans
+    from marag.index.embed import get_embedder
+
+    n = config.split_n or 1
+    if n > len(documents):
+        raise CorpusError(
+            f"cannot split {len(documents)} documents into {n} collections", hint=f"use --split kmeans:N with N <= {len(documents)}"
+        )
+    vectors = get_embedder(config.embedder).embed([f"{d.title}\n{d.text[:1000]}" for d in documents], progress=progress)
+    labels = kmeans(vectors, n, seed=0)
+    width = len(str(n - 1))
+    field = config.collection_field or "topic"
+    return [d.model_copy(update={"metadata": {**d.metadata, field: f"topic-{int(k):0{width}d}"}}) for d, k in zip(documents, labels)]
+
+
 def index_documents(
     documents: list[Document], out: Path, config: IndexConfig, overwrite: bool = False, progress: bool = True
 ) -> Index:
+    if config.split:
+        documents = split_topics(documents, config, progress)
     chunks = chunk_documents(documents, size=config.chunk_size, overlap=config.chunk_overlap)
     if not chunks:
         raise CorpusError("the documents hold no text to index", hint="check that the files are not empty")

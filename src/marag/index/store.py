@@ -322,6 +322,7 @@ class Index:
                 )
             if collection is None:
                 r = cls.load(self)
+                r.index = self  # type: ignore[attr-defined]  # strategies that need collections (RopMura) find them here
             else:
                 r = self.retriever(kind).restrict(self.collection_mask(collection), label=collection)  # type: ignore[attr-defined]
             self._retrievers[key] = r

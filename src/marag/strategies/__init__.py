@@ -3,6 +3,7 @@
 from marag.strategies import baselines as _baselines  # noqa: F401  (registers built-ins)
 from marag.strategies import kair as _kair  # noqa: F401
 from marag.strategies import mrag as _mrag  # noqa: F401
+from marag.strategies import ropmura as _ropmura  # noqa: F401
 from marag.strategies import unirag as _unirag  # noqa: F401
 from marag.strategies.base import (
     STRATEGIES,

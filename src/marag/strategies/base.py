@@ -38,6 +38,7 @@ class Answer(BaseModel):
     strategy: str
     config: dict[str, Any] = Field(default_factory=dict)
     usage: dict[str, float] = Field(default_factory=dict)
+    details: dict[str, Any] = Field(default_factory=dict)  # the strategy's own report (its "budget" step), lists included
     seconds: float = 0.0
     trace: Trace = Field(exclude=True)
 
@@ -132,6 +133,7 @@ class Strategy:
             strategy=self.name,
             config=config,
             usage={**trace.totals(), **counts, "stopped_by_budget": float(budget.stopped_by is not None)},
+            details=dict(own),
             seconds=round(time.perf_counter() - t0, 3),
             trace=trace,
         )

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any, Iterable
 
 from marag.errors import MaragError
-from marag.eval.metrics import judged, lexical, retrieval  # noqa: F401  (register the built-ins)
+from marag.eval.metrics import agents, judged, lexical, retrieval  # noqa: F401  (register the built-ins)
 from marag.eval.metrics.base import METRICS, EvalExample, Metric, MetricResult
 from marag.llm.base import LLM
 

@@ -24,6 +24,8 @@ class EvalExample(BaseModel):
     prediction: str
     retrieved_doc_ids: list[str] = Field(default_factory=list)  # ranked, de-duplicated doc ids
     retrieved_texts: list[str] = Field(default_factory=list)  # texts the answer was grounded on
+    details: dict[str, Any] = Field(default_factory=dict)  # the strategy's own report (`Answer.details`)
+    gold_collections: list[str] = Field(default_factory=list)  # collections holding the gold documents
     # Results several metrics share (e.g. one nugget assignment read by nugget_vstrict
     # and nugget_all), so the judge is asked once per example, seed and temperature.
     _memo: dict[Any, Any] = PrivateAttr(default_factory=dict)
@@ -65,6 +67,8 @@ class Metric:
         have = {
             "answers": bool(q.answers),
             "gold_doc_ids": bool(q.gold_doc_ids),
+            "invited_agents": "invited_collections" in ex.details,
+            "gold_collections": bool(ex.gold_collections),
             "nuggets": bool(q.metadata.get("nuggets")),
             "reference": bool(q.metadata.get("reference_answer") or q.answers),
         }

@@ -1,0 +1,124 @@
+"""RopMura's planner for multi-hop questions, round by round: the splitter proposes
+sub-questions from the question and the records so far; the selector picks one that
+differs from those already asked and refers to nothing ambiguous (or polishes the first,
+filling in what earlier answers name); the router answers it; the judger says whether
+the records now answer the question; the defender writes the final answer from them.
+
+Fallbacks: splitter -> the question itself; selector -> the first candidate; judger ->
+not answerable (the rounds go on to their limit); defender -> the last record's answer.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import BaseModel, Field, StringConstraints
+
+from marag.agents.answerer import AnswerOutput, AnswerStyle, StyledAnswer
+from marag.agents.base import Agent
+from marag.agents.ropmura._shared import DONT_KNOW, Record, render_records, role_prompt
+from marag.errors import StructuredOutputError
+from marag.llm.base import Message
+
+SubQuestion = Annotated[str, StringConstraints(max_length=160)]
+
+
+class SplitInput(BaseModel):
+    question: str
+    records: list[Record] = Field(default_factory=list)
+
+
+class SubQuestions(BaseModel):
+    questions: list[SubQuestion] = Field(min_length=1, max_length=3)
+
+
+class Splitter(Agent[SplitInput, SubQuestions]):
+    name = "splitter"
+    Input = SplitInput
+    Output = SubQuestions
+    max_tokens = 140
+
+    def messages(self, inp: SplitInput) -> list[Message]:
+        task = (
+            "You break a complex question into simple sub-questions, each asking for one fact. "
+            "Given what has been answered so far, write the next 1 to 3 sub-questions still needed."
+        )
+        return role_prompt(task, inp.question, [f"Answered so far:\n{render_records(inp.records)}"], "Sub-questions as JSON.")
+
+    def fallback(self, inp: SplitInput, error: StructuredOutputError) -> SubQuestions:
+        return SubQuestions(questions=[inp.question[:160]])
+
+
+class SelectInput(BaseModel):
+    question: str
+    candidates: list[str]
+    records: list[Record] = Field(default_factory=list)
+
+
+class Selection(BaseModel):
+    choice: int = Field(ge=1, le=3)
+    question: str = Field(max_length=160)  # the chosen sub-question, with references made explicit
+
+
+class Selector(Agent[SelectInput, Selection]):
+    name = "selector"
+    Input = SelectInput
+    Output = Selection
+    max_tokens = 90
+
+    def messages(self, inp: SelectInput) -> list[Message]:
+        task = (
+            "You choose the sub-question to ask next: one not asked before, that can be answered on its own. "
+            "Rewrite it so it names everything it refers to (use the answers so far), and give its number."
+        )
+        cands = "\n".join(f"{i}. {c}" for i, c in enumerate(inp.candidates, 1))
+        return role_prompt(task, inp.question, [f"Answered so far:\n{render_records(inp.records)}", f"Candidates:\n{cands}"], "Choice as JSON.")
+
+    def fallback(self, inp: SelectInput, error: StructuredOutputError) -> Selection:
+        return Selection(choice=1, question=inp.candidates[0][:160])
+
+
+class JudgeInput(BaseModel):
+    question: str
+    records: list[Record]
+
+
+class Judgment(BaseModel):
+    justification: str = Field(max_length=150)
+    answerable: bool
+
+
+class Judger(Agent[JudgeInput, Judgment]):
+    name = "judger"
+    Input = JudgeInput
+    Output = Judgment
+    max_tokens = 70
+
+    def messages(self, inp: JudgeInput) -> list[Message]:
+        task = "You judge whether the answers gathered so far are enough to answer the question. Justify briefly."
+        return role_prompt(task, inp.question, [f"Answered so far:\n{render_records(inp.records)}"], "Judgment as JSON.")
+
+    def fallback(self, inp: JudgeInput, error: StructuredOutputError) -> Judgment:
+        return Judgment(justification="fallback: no usable judgment", answerable=False)
+
+
+class DefendInput(BaseModel):
+    question: str
+    records: list[Record]
+
+
+class Defender(StyledAnswer, Agent[DefendInput, AnswerOutput]):
+    name = "defender"
+    Input = DefendInput
+    Output = AnswerOutput
+
+    def __init__(self, style: AnswerStyle | None = None):
+        self._set_style(style)
+
+    def messages(self, inp: DefendInput) -> list[Message]:
+        task = f"You write the final answer to the question from the answers gathered. {self.style.instruction}"
+        return role_prompt(task, inp.question, [f"Answered so far:\n{render_records(inp.records)}"], f"Question: {inp.question}\nAnswer as JSON.")
+
+    def fallback(self, inp: DefendInput, error: StructuredOutputError) -> AnswerOutput:
+        last = next((r.answer for r in reversed(inp.records)), DONT_KNOW)
+        return self.Output(answer=last[: self.style.max_chars])
