@@ -251,6 +251,11 @@ class Index:
     def _chunk_positions(self) -> dict[str, int]:
         return {c.id: i for i, c in enumerate(self.chunks)}
 
+    def position(self, chunk_id: str) -> int:
+        """The chunk's position (its row in the index's arrays)."""
+        self.chunk(chunk_id)  # a clear error for an unknown id
+        return self._chunk_positions[chunk_id]
+
     def chunk(self, chunk_id: str) -> Chunk:
         try:
             return self.chunks[self._chunk_positions[chunk_id]]

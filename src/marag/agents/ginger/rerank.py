@@ -1,0 +1,64 @@
+"""GINGER's reranking judges: pointwise relevance of one passage (when the LLM scores
+pointwise instead of embeddings or a cross-encoder), and pairwise preference between
+two passages.
+
+Fallbacks: relevance 0; preference keeps the current order ("A").
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from marag.agents.base import Agent
+from marag.agents.ginger._shared import ginger_prompt
+from marag.errors import StructuredOutputError
+from marag.llm.base import Message
+
+
+class PointInput(BaseModel):
+    question: str
+    passage: str
+
+
+class Relevance(BaseModel):
+    score: int = Field(ge=0, le=3)
+
+
+class PointwiseJudge(Agent[PointInput, Relevance]):
+    name = "rerank.pointwise"
+    Input = PointInput
+    Output = Relevance
+    max_tokens = 12
+
+    def messages(self, inp: PointInput) -> list[Message]:
+        task = "Rate how well the passage answers the question: 0 not at all, 1 a little, 2 partly, 3 fully."
+        return ginger_prompt(task, inp.question, [f"Passage: {inp.passage}"], "Score as JSON.")
+
+    def fallback(self, inp: PointInput, error: StructuredOutputError) -> Relevance:
+        return Relevance(score=0)
+
+
+class PairInput(BaseModel):
+    question: str
+    a: str
+    b: str
+
+
+class Preference(BaseModel):
+    better: Literal["A", "B"]
+
+
+class PairwiseJudge(Agent[PairInput, Preference]):
+    name = "rerank.pairwise"
+    Input = PairInput
+    Output = Preference
+    max_tokens = 10
+
+    def messages(self, inp: PairInput) -> list[Message]:
+        task = "Say which passage, A or B, is more useful for answering the question."
+        return ginger_prompt(task, inp.question, [f"Passage A: {inp.a}", f"Passage B: {inp.b}"], "Preference as JSON.")
+
+    def fallback(self, inp: PairInput, error: StructuredOutputError) -> Preference:
+        return Preference(better="A")

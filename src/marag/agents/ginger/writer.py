@@ -1,0 +1,75 @@
+"""GINGER's response writing: one sentence per facet (a cluster of nuggets), grounded
+only in that cluster's nuggets; then a fluency rewrite of the sentences that may not add
+information. The rewrite returns one sentence per input sentence, in order, so each
+final sentence keeps the passage ids of the facet it came from.
+
+Fallbacks: a facet's sentence is its first nugget; the fluency step keeps the sentences.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import BaseModel, Field, StringConstraints
+
+from marag.agents.base import Agent, narrowed
+from marag.agents.ginger._shared import ginger_prompt
+from marag.errors import StructuredOutputError
+from marag.llm.base import Message
+
+Sentence = Annotated[str, StringConstraints(max_length=300)]
+
+
+class FacetInput(BaseModel):
+    question: str
+    nuggets: list[str]
+    words: int = 35
+
+
+class FacetSentence(BaseModel):
+    sentence: str = Field(max_length=300)
+
+
+class FacetSummarizer(Agent[FacetInput, FacetSentence]):
+    name = "summarizer"
+    Input = FacetInput
+    Output = FacetSentence
+    max_tokens = 90
+
+    def messages(self, inp: FacetInput) -> list[Message]:
+        task = f"Write one sentence (about {inp.words} words) that answers the question using only these facts."
+        facts = "\n".join(f"- {n}" for n in inp.nuggets)
+        return ginger_prompt(task, inp.question, [f"Facts:\n{facts}"], "Sentence as JSON.")
+
+    def fallback(self, inp: FacetInput, error: StructuredOutputError) -> FacetSentence:
+        return FacetSentence(sentence=inp.nuggets[0][:300] if inp.nuggets else "")
+
+
+class FluencyInput(BaseModel):
+    question: str
+    sentences: list[str]
+
+
+class Fluent(BaseModel):
+    sentences: list[Sentence]
+
+
+class FluencyRewriter(Agent[FluencyInput, Fluent]):
+    name = "fluency"
+    Input = FluencyInput
+    Output = Fluent
+
+    def __init__(self, n: int):
+        self.Output = narrowed(Fluent, "sentences", min_length=n, max_length=n)
+        self.max_tokens = 30 + 80 * n
+
+    def messages(self, inp: FluencyInput) -> list[Message]:
+        task = (
+            "Rewrite these sentences so they read as one fluent answer to the question. Keep one sentence for each, "
+            "in the same order, and add no information."
+        )
+        listed = "\n".join(f"{i}. {s}" for i, s in enumerate(inp.sentences, 1))
+        return ginger_prompt(task, inp.question, [f"Sentences:\n{listed}"], f"{len(inp.sentences)} sentences as JSON.")
+
+    def fallback(self, inp: FluencyInput, error: StructuredOutputError) -> Fluent:
+        return Fluent(sentences=list(inp.sentences))
