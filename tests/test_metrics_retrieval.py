@@ -29,6 +29,7 @@ def test_registered_names():
     assert set(ALL) == {
         "retrieval_precision", "retrieval_recall", "retrieval_f1",
         "recall@2", "recall@5", "recall@10", "mrr", "ndcg@10",
+        "agent_answerable", "agent_useful",  # routing strategies' agent-level rates (test_ropmura)
     }  # fmt: skip
 
 
