@@ -71,3 +71,27 @@ def test_report_pairs_questions_counts_failures_and_prints_settings(tmp_path):
     # paired differences +0.5, +0.5, -1.0 -> mean 0.000
     assert "### Difference from vanilla_rag" in text and "| mrag | +0.000 [" in text and "n=3" in text
     assert "- mrag: k=2" in text
+
+
+def test_categories_in_their_own_order_recall_cut_and_zero_bars_plotted(tmp_path):
+    from marag.eval.report import category_order
+
+    assert category_order(["hard", "easy", "medium"]) == ["easy", "medium", "hard"]
+    assert category_order(["10hop", "2hop", "3hop"]) == ["2hop", "3hop", "10hop"]
+    rows = []
+    for i, level in enumerate(["hard", "easy", "medium"] * 2):
+        for s, f1, docs in (("vanilla_rag", 0.0, ["a", "b"]), ("mrag", 1.0, list("abcdef"))):
+            r = _row(s, f"q{i}", f1)
+            r["metrics"]["recall@5"] = 1.0
+            r["retrieved_doc_ids"], r["metadata"] = docs, {"level": level}
+            rows.append(r)
+    run = _run(tmp_path, "run", rows, ["vanilla_rag", "mrag"])
+    text = build_report([run]).read_text()
+    quality = text.split("## Quality", 1)[1].split("###", 1)[0]
+    # recall@5 is shown only for the strategy that returned at least 5 documents
+    assert "| vanilla_rag | 6 | 0 | 0.000 [0.000, 0.000] | – |" in quality and "| mrag | 6 | 0 | 1.000 [1.000, 1.000] | 1.000" in quality
+    by_level = text.split("### level", 1)[1]
+    assert [line.split("|")[1].strip() for line in by_level.strip().splitlines()[2:5]] == ["easy", "medium", "hard"]
+    assert "| easy | 0.000 (n=2) | 1.000 (n=2) |" in by_level
+    png = run / "by_level.png"
+    assert png.exists() and png.stat().st_size > 5000  # drawn: zero bars have an edge and a label, each bar its n

@@ -85,6 +85,10 @@ def index(
         f"indexed {m['counts']['documents']} documents as {m['counts']['chunks']} chunks "
         f"({', '.join(config.retrievers)}) into {out} in {time.perf_counter() - t0:.1f}s"
     )
+    from marag.index.pipeline import SKIPPED_FILE
+
+    if (out / SKIPPED_FILE).exists():
+        typer.echo(f"skipped records, each with its line and what was wrong: {out / SKIPPED_FILE}")
 
 
 @app.command()
@@ -103,6 +107,10 @@ def ask(
     llm: Annotated[str, typer.Option(help="LLM: llamacpp[:MODEL.gguf], openai:MODEL, scripted.")] = "llamacpp",
     llm_base_url: Annotated[Optional[str], typer.Option(help="Base URL of an OpenAI-compatible server.")] = None,
     threads: Annotated[int, typer.Option(help="CPU threads for the local model.")] = 2,
+    n_ctx: Annotated[
+        Optional[int],
+        typer.Option("--n-ctx", help="Local model: total context in tokens, shared by its 4 slots (16384: 4096 per request)."),
+    ] = None,
     concurrency: Annotated[int, typer.Option(help="Questions answered at once.")] = 4,
     cache_dir: Annotated[Optional[Path], typer.Option(help="Cache LLM responses in this directory.")] = None,
     trace_out: Annotated[Optional[Path], typer.Option(help="Trace JSONL file (default: .marag/traces/ask-TIME.jsonl).")] = None,
@@ -119,6 +127,8 @@ def ask(
     from marag.trace import write_jsonl
 
     qs = list(questions or [])
+    if blank := [i for i, q in enumerate(qs, 1) if not q.strip()]:
+        raise MaragError(f"question {blank[0]} is empty", hint='ask something: marag ask "your question" --index IDX')
     if questions_file:
         from marag.corpus import load_questions
 
@@ -137,10 +147,13 @@ def ask(
     if deterministic:
         overrides.setdefault("deadline_s", None)
     model = make_llm(
-        LLMConfig.from_spec(llm, base_url=llm_base_url, threads=threads, cache_dir=cache_dir, deterministic=deterministic or None)
+        LLMConfig.from_spec(
+            llm, base_url=llm_base_url, threads=threads, cache_dir=cache_dir, deterministic=deterministic or None, n_ctx=n_ctx
+        )
     )
     strat = make_strategy(strategy, model, ret, overrides)
-    answers = asyncio.run(run_many(strat, qs, concurrency=concurrency))
+    # a bar when there is more than a question or two to wait for (stderr: --json stays clean)
+    answers = asyncio.run(run_many(strat, qs, concurrency=concurrency, progress=len(qs) > 2))
 
     trace_out = trace_out or Path(".marag/traces") / f"ask-{time.strftime('%Y%m%d-%H%M%S')}.jsonl"
     write_jsonl([a.trace for a in answers], trace_out)
@@ -208,9 +221,16 @@ def eval_(
     split: Annotated[
         Optional[str], typer.Option(help="kmeans:N: index the corpus as N topical collections (RopMura's knowledge agents).")
     ] = None,
+    index: Annotated[
+        Optional[Path], typer.Option("--index", "-i", help="Use this index of the dataset's corpus instead of building one.")
+    ] = None,
     llm: Annotated[str, typer.Option(help="LLM: llamacpp[:MODEL.gguf], openai:MODEL, scripted.")] = "llamacpp",
     llm_base_url: Annotated[Optional[str], typer.Option(help="Base URL of an OpenAI-compatible server.")] = None,
     threads: Annotated[int, typer.Option(help="CPU threads for the local model.")] = 2,
+    n_ctx: Annotated[
+        Optional[int],
+        typer.Option("--n-ctx", help="Local model: total context in tokens, shared by its 4 slots (16384: 4096 per request)."),
+    ] = None,
     concurrency: Annotated[int, typer.Option(help="Questions answered at once.")] = 4,
     cache_dir: Annotated[Optional[Path], typer.Option(help="Cache LLM responses in this directory.")] = None,
     run_id: Annotated[Optional[str], typer.Option(help="Run directory name under --runs (default: derived from the config, so reruns resume).")] = None,
@@ -226,7 +246,7 @@ def eval_(
     """Run strategies on a dataset; write runs/<id>/ with results, traces and report.md (resumable)."""
     from marag.eval.report import build_report, summary_rows
     from marag.eval.runner import DEFAULT_METRICS, EvalConfig, run_eval
-    from marag.index.store import IndexConfig
+    from marag.index.store import IndexConfig, open_index
     from marag.llm import LLMConfig
 
     strategy_configs: dict[str, dict] = {}
@@ -246,10 +266,11 @@ def eval_(
         judge_repeats=judge_repeats,
         judge_temperature=judge_temperature,
         judge_batch=judge_batch,
-        llm=LLMConfig.from_spec(llm, base_url=llm_base_url, threads=threads, cache_dir=cache_dir),
+        llm=LLMConfig.from_spec(llm, base_url=llm_base_url, threads=threads, cache_dir=cache_dir, n_ctx=n_ctx),
         judge=LLMConfig.from_spec(judge, base_url=judge_base_url, threads=threads, cache_dir=cache_dir) if judge else None,
         retriever=retriever,
-        index=IndexConfig(retrievers=_csv(retrievers), split=split),
+        index=open_index(index).config if index else IndexConfig(retrievers=_csv(retrievers), split=split),
+        index_path=str(index) if index else None,
         concurrency=concurrency,
         seed=seed,
         deterministic=deterministic,
@@ -264,14 +285,19 @@ def eval_(
 @app.command()
 def report(
     runs: Annotated[list[Path], typer.Argument(help="One or more run directories to compare.")],
-    out: Annotated[Optional[Path], typer.Option(help="Directory for report.md and plots (default: the first run).")] = None,
+    out: Annotated[
+        Optional[Path],
+        typer.Option(help="Directory for report.md and plots (default: the run itself; for several runs a new compare-... beside them)."),
+    ] = None,
     baseline: Annotated[
         Optional[str], typer.Option(help="Strategy the others are compared with, paired (default: vanilla_rag).")
     ] = None,
 ) -> None:
     """Write report.md (+ plots) for one run, or compare several runs side by side."""
-    from marag.eval.report import build_report
+    from marag.eval.report import build_report, comparison_dir
 
+    if len(runs) > 1:
+        out = comparison_dir(runs, out)  # never into one of the runs compared
     if out:
         out.mkdir(parents=True, exist_ok=True)
     typer.echo(f"report: {build_report(runs, out, baseline=baseline)}")
@@ -348,14 +374,25 @@ _python_showwarning = warnings.showwarning
 
 
 def main() -> None:
+    from pydantic import ValidationError
+
     warnings.showwarning = _show_warning
     try:
         app()
+    except ValidationError as exc:  # any settings object the CLI built: one line, not a traceback
+        from marag.strategies.base import settings_error
+
+        _fail(settings_error(exc.title, exc, None))
     except MaragError as exc:
-        typer.secho(f"error: {exc.message}", fg="red", err=True)
-        if exc.hint:
-            typer.echo(f"  hint: {exc.hint}", err=True)
-        sys.exit(2)
+        _fail(exc)
+
+
+def _fail(exc: MaragError) -> None:
+    typer.secho(f"error: {exc.message}", fg="red", err=True)
+    if exc.hint:
+        typer.echo(f"  hint: {exc.hint}", err=True)
+    sys.exit(2)
+
 
 
 if __name__ == "__main__":

@@ -26,9 +26,10 @@ QUESTIONS = [
 ]
 BUDGET = 8
 PAGES = 3
+QUERY_TRIES = 2  # the query writer, asked once more when its query repeats an earlier one
 # per agent call at most: one coordinator call, plus a searcher run of one query, two
 # judgements per page and a move between pages; plus one answer after the budget
-MAX_LLM_CALLS = BUDGET * (1 + 1 + 2 * PAGES + (PAGES - 1)) + 1
+MAX_LLM_CALLS = BUDGET * (1 + QUERY_TRIES + 2 * PAGES + (PAGES - 1)) + 1
 
 
 @pytest.fixture(scope="module")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import sys
 from pathlib import Path
 
 from marag.errors import IndexFormatError, MaragError
@@ -12,19 +13,36 @@ from marag.index.pipeline import index_documents
 from marag.index.store import Index, IndexConfig, corpus_hash, open_index
 
 
-def ensure_index(ds: Dataset, config: IndexConfig, cache_root: Path, progress: bool = True) -> Index:
+def ensure_index(
+    ds: Dataset, config: IndexConfig, cache_root: Path, progress: bool = True, existing: Path | None = None
+) -> Index:
+    """The index of `ds`'s corpus: `existing` when given (it must hold exactly that
+    corpus), else the cached one built with `config`, built now if there is none."""
     if not ds.has_corpus or not ds.documents:
         raise MaragError(
             f"dataset {ds.name!r} has no corpus to retrieve from",
             hint="evaluate it with strategies that need no retrieval (e.g. llm_only)",
         )
-    digest = hashlib.sha256(
-        (corpus_hash(ds.documents) + json.dumps(config.model_dump(mode="json"), sort_keys=True)).encode()
-    ).hexdigest()[:10]
+    wanted = corpus_hash(ds.documents)
+    if existing is not None:
+        idx = open_index(existing)
+        if idx.manifest.get("corpus_hash") != wanted:
+            raise MaragError(
+                f"the index at {existing} does not hold the corpus of {ds.name!r}",
+                hint=f"build it from the dataset (marag index {ds.name} --out {existing} --overwrite), or leave out --index",
+            )
+        return idx
+    digest = hashlib.sha256((wanted + json.dumps(config.model_dump(mode="json"), sort_keys=True)).encode()).hexdigest()[:10]
     path = Path(cache_root) / f"{ds.name}-{digest}"
     if path.exists():
         try:
             return open_index(path)
         except IndexFormatError:
             pass  # stale or torn: rebuild below
+    if progress:
+        print(
+            f"building the index of {ds.name} ({len(ds.documents)} documents; {', '.join(config.retrievers)}), "
+            f"cached in {path} for later runs (or pass --index IDX to use one you built)",
+            file=sys.stderr,
+        )
     return index_documents(ds.documents, path, config, overwrite=True, progress=progress)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -99,7 +100,29 @@ def metric_values(rows: list[dict], metric: str) -> dict[str, float]:
 
 def _applies_when_failed(rows: list[dict], metric: str) -> bool:
     # a failed row has no metrics; count it as 0 only for metrics this strategy produces
+    if cut := _depth(metric):  # recall@5 says nothing about a strategy that returns 2 documents
+        if max((len(r.get("retrieved_doc_ids") or []) for r in rows), default=0) < cut:
+            return False
     return any(metric in (r.get("metrics") or {}) for r in rows if not r.get("error"))
+
+
+def _depth(metric: str) -> int | None:
+    """k of a rank-cut metric such as recall@5 (None for others)."""
+    name, _, k = metric.partition("@")
+    return int(k) if k.isdigit() and name.startswith("recall") else None
+
+
+# Category values that have an order of their own (HotpotQA's levels); others sort
+# naturally ("2hop" < "3hop" < "10hop").
+_ORDER = {"easy": 0, "medium": 1, "hard": 2}
+
+
+def category_order(values) -> list[str]:
+    def key(v: str):
+        parts = re.split(r"(\d+)", str(v))
+        return (_ORDER.get(str(v).lower(), 99), [int(p) if p.isdigit() else p for p in parts])
+
+    return sorted(values, key=key)
 
 
 def quality_tables(groups: dict[str, list[dict]], metrics: list[str], baseline: str | None) -> list[str]:
@@ -200,6 +223,18 @@ def judge_sections(groups: dict[str, list[dict]], runs: list["Run"]) -> list[str
     return parts + [_table(["strategy"] + judged, frows)]
 
 
+def comparison_dir(runs: list[Path], out: Path | None = None) -> Path:
+    """Where a comparison of several runs goes: `out`, or a new `compare-A+B` beside the
+    first run; never one of the runs themselves (their own report.md stays theirs)."""
+    runs = [Path(r).resolve() for r in runs]
+    out = Path(out) if out else runs[0].parent / ("compare-" + "+".join(r.name for r in runs))[:120]
+    if out.resolve() in runs:
+        from marag.errors import MaragError
+
+        raise MaragError(f"{out} is one of the runs being compared", hint="choose another --out for the comparison")
+    return out
+
+
 def build_report(
     run_paths: list[Path], out_dir: Path | None = None, plots: bool = True, baseline: str | None = None
 ) -> Path:
@@ -210,6 +245,7 @@ def build_report(
     for run in runs:
         groups |= run.groups(label_run)
     common, left_out = common_questions(groups)
+    dropped = {r["qid"] for rs in groups.values() for r in rs} - common
     groups = {k: [r for r in v if r["qid"] in common] for k, v in groups.items()}
     metrics = _metric_names(groups)
     cfg = runs[0].config
@@ -220,6 +256,7 @@ def build_report(
         + (f" ({ds['pool_note']}; answers in the {ds['answer_style']} style)" if ds.get("pool_note") else "")
         + f". {len(common)} questions answered by every strategy"
         + (f"; left out: {', '.join(f'{k}={n}' for k, n in left_out.items() if n)}" if any(left_out.values()) else "")
+        + (f" (questions: {', '.join(sorted(dropped)[:10])}{', ...' if len(dropped) > 10 else ''})" if dropped else "")
         + ". Failed questions count as failures (0). Cells: mean [95% bootstrap interval]."
     )
     if baseline is None:
@@ -267,8 +304,8 @@ def build_report(
                         per[str(v)][name].append(values[r["qid"]])
             cat_tables[key] = per
             names = list(groups)
-            rows = [[val] + [f"{sum(c[n]) / len(c[n]):.3f} (n={len(c[n])})" if c.get(n) else "–" for n in names]
-                    for val, c in sorted(per.items())]
+            rows = [[val] + [f"{sum(per[val][n]) / len(per[val][n]):.3f} (n={len(per[val][n])})" if per[val].get(n) else "–" for n in names]
+                    for val in category_order(per)]
             parts += [f"### {key}", "", _table([key] + names, rows), ""]
 
     if plots:
@@ -330,15 +367,31 @@ def _plots(groups, head, cat_tables, out_dir: Path) -> list[Path]:
         plt.close(fig)
         made.append(p)
     for key, per in cat_tables.items():
-        vals = sorted(per)
+        vals = category_order(per)
         names = list(groups)
         if not vals:
             continue
-        fig, ax = plt.subplots(figsize=(max(6, len(vals) * 1.2), 4))
+        fig, ax = plt.subplots(figsize=(max(6, len(vals) * 1.2 * max(1, len(names) / 2)), 4.5))
         width = 0.8 / max(1, len(names))
+        top = 0.0
         for i, n in enumerate(names):
-            ys = [sum(per[v][n]) / len(per[v][n]) if per[v].get(n) else 0.0 for v in vals]
-            ax.bar([j + i * width for j in range(len(vals))], ys, width, label=n)
+            xs, ys, lows, highs, counts = [], [], [], [], []
+            for j, v in enumerate(vals):
+                if not per[v].get(n):
+                    continue  # no question of this category for this strategy: no bar
+                m, lo, hi = mean_ci(per[v][n])
+                xs.append(j + i * width)
+                ys.append(m)
+                lows.append(m - lo)
+                highs.append(hi - m)
+                counts.append(len(per[v][n]))
+            # an edge keeps a zero-height bar visible; whiskers are the bootstrap interval
+            bars = ax.bar(xs, ys, width, label=n, edgecolor="black", linewidth=0.6, yerr=[lows, highs], capsize=2)
+            for b, y, c in zip(bars, ys, counts):
+                ax.annotate(f"{y:.2f}\nn={c}", (b.get_x() + b.get_width() / 2, y), textcoords="offset points", xytext=(0, 3),
+                            ha="center", fontsize=6)  # fmt: skip
+            top = max([top] + [y + h for y, h in zip(ys, highs)])
+        ax.set_ylim(0, max(0.1, top * 1.25))
         ax.set_xticks([j + width * (len(names) - 1) / 2 for j in range(len(vals))])
         ax.set_xticklabels(vals, rotation=20, ha="right", fontsize=8)
         ax.set_ylabel(head)

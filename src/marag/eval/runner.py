@@ -13,6 +13,7 @@ import asyncio
 import hashlib
 import json
 import statistics
+import sys
 import time
 import warnings
 from pathlib import Path
@@ -60,6 +61,9 @@ class EvalConfig(BaseModel):
     judge: LLMConfig | None = None  # defaults to the strategy LLM (which then grades itself)
     retriever: str | None = None
     index: IndexConfig = Field(default_factory=IndexConfig)
+    # an index the user built of this dataset's corpus (its config is `index`); where it
+    # lives is not part of the run's identity
+    index_path: str | None = None
     concurrency: int = 4
     seed: int = 0
     # the same answers in every run with the local model: one slot, no prompt cache, no
@@ -89,7 +93,7 @@ class EvalConfig(BaseModel):
         their scores, and the code version. Not how fast it runs (concurrency, threads,
         slots, timeouts, cache, log level), and not `limit`: a larger limit extends the
         run, a smaller one reads part of it."""
-        data = self.model_dump(mode="json", exclude={"concurrency", "limit", "llm", "judge"})
+        data = self.model_dump(mode="json", exclude={"concurrency", "limit", "llm", "judge", "index_path"})
         data["llm"] = self.llm.identity()
         data["judge"] = self.judge.identity() if self.judge else None
         data["code"] = code_version()
@@ -263,10 +267,7 @@ async def run_eval(
     settings = strategy_settings(cfg, ds)
     # validated now: a bad --set fails before any work
     strategy_cls = {s: STRATEGIES.get(s) for s in cfg.strategies}
-    effective = {
-        s: strategy_cls[s].Config.model_validate({**strategy_cls[s].defaults, **settings[s]}).model_dump(mode="json")
-        for s in cfg.strategies
-    }
+    effective = {s: strategy_cls[s].validate_config(settings[s]).model_dump(mode="json") for s in cfg.strategies}
     facts = {
         # the resolved model ids (e.g. the GGUF file), not just the spec
         "models": {"llm": getattr(llm, "model", "")} | ({"judge": getattr(judge, "model", "")} if judge else {}),
@@ -287,12 +288,16 @@ async def run_eval(
     drop_torn_tail(traces_path)
     done = {k for k, r in read_results(results_path).items() if not r.get("error")}
     todo = [(s, q) for s in cfg.strategies for q in questions if (s, q.id) not in done]
+    total = len(cfg.strategies) * len(questions)
+    if progress and total > len(todo):
+        print(f"resuming {run_dir}: {total - len(todo)} of {total} answers done, {len(todo)} to go", file=sys.stderr)
 
     retriever, doc_collections = None, None
     if todo and any(STRATEGIES.get(s).needs_retriever for s in cfg.strategies):
         from marag.eval.indexes import ensure_index
 
-        idx = ensure_index(ds, cfg.index, index_cache, progress=progress)
+        existing = Path(cfg.index_path) if cfg.index_path else None
+        idx = ensure_index(ds, cfg.index, index_cache, progress=progress, existing=existing)
         retriever = idx.retriever(cfg.retriever)
         if idx.collections():  # for the agent-level metrics: which collection holds each document
             doc_collections = {c.doc_id: coll for c, coll in zip(idx.chunks, idx.chunk_collections) if coll}

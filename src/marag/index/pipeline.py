@@ -10,6 +10,9 @@ from marag.errors import CorpusError
 from marag.index.store import Index, IndexConfig, build_index, corpus_hash, open_index
 
 
+SKIPPED_FILE = "skipped-records.txt"
+
+
 def split_topics(documents: list[Document], config: IndexConfig, progress: bool = True) -> list[Document]:
     """Each document with its topic (`config.split` = "kmeans:N") in
     `metadata[config.collection_field]`: "topic-00" .. "topic-NN", by spherical k-means
@@ -51,4 +54,7 @@ def index_corpus(
     progress: bool = True,
 ) -> Index:
     loaded = load_corpus(path, format=format, on_error=on_error)
-    return index_documents(loaded.documents, out, config, overwrite=overwrite, progress=progress)
+    idx = index_documents(loaded.documents, out, config, overwrite=overwrite, progress=progress)
+    if loaded.skipped_at:  # every skipped record, for the user to fix (the warning shows the first few)
+        (Path(out) / SKIPPED_FILE).write_text("\n".join(loaded.skipped_at) + "\n", encoding="utf-8")
+    return idx

@@ -46,7 +46,7 @@ class LLMConfig(BaseModel):
     # How a model runs, not what it answers: left out of an evaluation's fingerprint, so
     # changing them resumes a run instead of restarting it.
     RUNTIME_FIELDS: ClassVar[frozenset[str]] = frozenset(
-        {"threads", "n_parallel", "verbosity", "timeout_s", "max_retries", "cache_dir", "cache_sampled", "api_key_env"}
+        {"threads", "n_ctx", "n_parallel", "verbosity", "timeout_s", "max_retries", "cache_dir", "cache_sampled", "api_key_env"}
     )
 
     def identity(self) -> dict[str, Any]:

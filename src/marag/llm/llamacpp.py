@@ -207,7 +207,8 @@ class LlamaCppLLM(ChatModel):
             return LLMError(
                 f"prompt of {error.get('n_prompt_tokens', '?')} tokens does not fit the context of one slot "
                 f"({self.ctx_per_slot} tokens = n_ctx {self.n_ctx} / n_parallel {self.n_parallel})",
-                hint="send fewer or shorter documents (smaller chunk size, lower k), or raise n_ctx",
+                hint="send fewer or shorter documents (smaller chunk size, lower k), or raise the context: "
+                f"--n-ctx {2 * self.n_ctx} (every one of the {self.n_parallel} slots gets a share)",
             )
         return LLMError(
             f"llama.cpp error: {error.get('message', error)}",

@@ -7,7 +7,7 @@ import asyncio
 import time
 from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from marag.agents.answerer import ANSWER_STYLES, AnswerStyle
 from marag.index.base import Hit, Retriever
@@ -96,8 +96,18 @@ class Strategy:
         self.llm = llm
         self.retriever = retriever
         if not isinstance(config, self.Config):
-            config = self.Config.model_validate({**self.defaults, **(config or {})})
+            config = self.validate_config(config)
         self.config = config
+
+    @classmethod
+    def validate_config(cls, settings: dict | None) -> StrategyConfig:
+        """This strategy's config from `settings` over its defaults; a bad value or an
+        unknown key is a one-line `MaragError` naming the strategy, the key, the value and
+        what is allowed."""
+        try:
+            return cls.Config.model_validate({**cls.defaults, **(settings or {})})
+        except ValidationError as exc:
+            raise settings_error(f"strategy {cls.name!r}", exc, cls.Config) from None
 
     async def solve(self, question: str) -> tuple[str, list[Hit]]:
         raise NotImplementedError
@@ -139,6 +149,21 @@ class Strategy:
         )
 
 
+def settings_error(owner: str, exc: ValidationError, model: type[BaseModel] | None):
+    """A one-line error for the first problem in a pydantic validation error (with the
+    valid keys of `model` for an unknown key)."""
+    from marag.errors import MaragError
+
+    err = exc.errors()[0]
+    key = ".".join(str(p) for p in err.get("loc", ())) or "(settings)"
+    if err.get("type") == "extra_forbidden":
+        known = ", ".join(sorted(model.model_fields)) if model else "see the documentation"
+        return MaragError(f"{owner} has no setting {key!r}", hint=f"valid keys: {known}")
+    value = err.get("input")
+    msg = err.get("msg", "invalid").removeprefix("Value error, ")
+    return MaragError(f"{owner}: {key}={value!r} is not allowed: {msg}", hint=f"fix --set {key}=...")
+
+
 def register_variant(base: type[Strategy], name: str, description: str, **defaults: Any) -> type[Strategy]:
     """Register `base` under another name with other config defaults (an ablation or a
     paper-only mode): one evaluation can run both and its tables tell them apart."""
@@ -151,13 +176,21 @@ def make_strategy(name: str, llm: LLM, retriever: Retriever | None = None, confi
     return STRATEGIES.get(name)(llm, retriever, config)
 
 
-async def run_many(strategy: Strategy, questions: list[str], concurrency: int = 4) -> list[Answer]:
+async def run_many(strategy: Strategy, questions: list[str], concurrency: int = 4, progress: bool = False) -> list[Answer]:
     """Answer several questions concurrently (a batching LLM server stays busy);
-    results come back in the order of `questions`."""
+    results come back in the order of `questions`. `progress`: a bar on stderr."""
+    from tqdm.auto import tqdm
+
     gate = asyncio.Semaphore(max(1, concurrency))
+    bar = tqdm(total=len(questions), desc=strategy.name, unit="q", disable=not progress)
 
     async def one(q: str) -> Answer:
         async with gate:
-            return await strategy.run(q)
+            answer = await strategy.run(q)
+        bar.update(1)
+        return answer
 
-    return list(await asyncio.gather(*(one(q) for q in questions)))
+    try:
+        return list(await asyncio.gather(*(one(q) for q in questions)))
+    finally:
+        bar.close()

@@ -41,6 +41,7 @@ from marag.corpus.loaders.base import (
     OnError,
     register_loader,
 )
+from marag.corpus.loaders._io import JSON_SUFFIXES, peek
 from marag.corpus.models import Question
 from marag.errors import CorpusError
 
@@ -74,6 +75,16 @@ def detect_format(path: str | PathLike[str]) -> str:
                 return loader.name
         except OSError:
             continue  # unreadable files cannot be ours; the caller reports the path
+    if p.is_file() and p.suffix.lower() in JSON_SUFFIXES:
+        kind, rec = peek(p)
+        if kind in ("record", "list") and isinstance(rec, dict):  # generic JSONL that fails its checks
+            what = "line 1" if kind == "record" else "element 1"
+            raise CorpusError(
+                f"{p}: {what} has no 'text' field (its fields: {', '.join(sorted(rec)) or 'none'}), so it is neither "
+                "a document nor a question record",
+                hint="give every document a 'text' field (optionally 'id', 'title' and metadata fields), "
+                "or every question a 'question' field; or name the format with --format",
+            )
     raise CorpusError(f"cannot tell the format of {p}", hint=_formats_hint())
 
 

@@ -54,6 +54,7 @@ class LoadContext:
         self.path = path
         self.on_error = on_error
         self.skipped: list[str] = []
+        self.skipped_why: list[str] = []
         self.replaced_lines = 0
         self.replaced_files: list[str] = []
         self.duplicates = 0
@@ -76,6 +77,7 @@ class LoadContext:
         if self.on_error == "fail":
             raise CorpusError(f"{file}: {unit} {where}: {what}", hint=SKIP_HINT)
         self.skipped.append(f"{file.name} {unit} {where}")
+        self.skipped_why.append(f"{file} {unit} {where}: {what}")
 
     def result(
         self, documents: list[Document], questions: list[Question], format: str
@@ -104,6 +106,7 @@ class LoadContext:
             source=str(self.path),
             format=format,
             skipped=len(self.skipped),
+            skipped_at=self.skipped_why,
             duplicates=self.duplicates,
         )
 

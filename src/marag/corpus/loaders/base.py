@@ -29,6 +29,7 @@ class LoadedCorpus(BaseModel):
     source: str = ""  # the path that was loaded
     format: str = ""  # the loader's registered name
     skipped: int = 0  # malformed records left out (on_error="skip")
+    skipped_at: list[str] = Field(default_factory=list)  # where each was: "file line N: what was wrong"
     duplicates: int = 0  # repeated documents merged into their first occurrence
 
 

@@ -60,6 +60,8 @@ def to_question(rec: dict[str, Any], fallback_id: str) -> Question:
     text = rec.get("question")
     if not isinstance(text, str):
         raise ValueError("missing required string field 'question'")
+    if not text.strip():
+        raise ValueError("field 'question' is empty")
     raw_id = rec.get("id")
     if raw_id is None or raw_id == "":
         qid = fallback_id
