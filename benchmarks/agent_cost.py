@@ -14,7 +14,9 @@ same eval runs again from that cache, one question at a time: the control flow i
 identical and the model costs nothing, so the replay's per-question seconds minus its
 retrieval seconds are the time spent outside LLM calls and retrieval (prompt building,
 parsing, validation, tracing, and the cache lookups themselves: a slight
-over-estimate). The share is of the real run's wall time without the process start
+over-estimate). The first questions of a process also pay one-time warm-ups (compiling
+the BM25 kernels, loading the embedder), so the median question's time stands for each
+question. The share is of the real run's wall time without the process start
 (imports, index loading: the replay's wall time minus its questions' seconds).
 
 It prints, per side and strategy: seconds/question, questions/minute, prompt tokens
@@ -123,7 +125,8 @@ def main() -> None:
                 results, traces = load(run_dir)
                 replayed, _ = load(replay_dir)
                 in_questions = sum(r["cost"].get("seconds", 0.0) for r in replayed)
-                framework = in_questions - sum(r["cost"].get("search_latency_s", 0.0) for r in replayed)
+                own = sorted(r["cost"].get("seconds", 0.0) - r["cost"].get("search_latency_s", 0.0) for r in replayed)
+                framework = own[len(own) // 2] * len(own) if own else 0.0
                 rows[(side, strategy)] = {
                     "wall": wall, "results": results, "traces": traces,
                     "overhead": framework / max(1e-9, wall - (replay - in_questions)),

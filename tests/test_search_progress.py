@@ -152,7 +152,9 @@ def test_a_second_hop_is_reached_through_the_bridge_entity(retriever):
     assert len(read) == 2 and read[0] and read[1] and not read[0] & read[1]
     assert "salt-winter#0" in read[0] and "holt#0" in read[1]
     assert runs[1][0]["skipped"] >= 1  # Salt Winter ranked first again and was paged past
-    assert [s.doc_id for s in ans.sources] == ["salt-winter", "holt"]
+    # what the judge kept first, then what the rank floor kept (each run's first-query top 2)
+    assert [s.doc_id for s in ans.sources][:2] == ["salt-winter", "holt"]
+    assert {"salt-winter", "holt"} <= {s.doc_id for s in ans.sources}
     assert ans.answer == "Brekke"
     assert ans.usage["repeated_searches"] == 0 and ans.usage["distinct_queries"] == 2
     # what the team knew went into the query writer's prompt, not into any query

@@ -46,8 +46,10 @@ Our additions, to keep small models productive (each can be turned off):
 - hints (`hints`): the coordinator's prompt names the fixed sequence's next agent and
   lists it first. SmolLM2-135M otherwise picks the first agent it reads (the planner)
   whatever the state;
-- rank floor (`keep_top_ranked`): a searcher run whose judge found nothing keeps its
-  first query's top hit(s), marked `by_rank` (the 135M judge is close to chance);
+- rank floor (`keep_top_ranked`, 2): every searcher run keeps its first query's top
+  hits in S, marked `by_rank`, whatever the judge said (the 135M judge is close to
+  chance; a retrieve-then-read baseline reads exactly these); agents read them after
+  the documents the judge kept;
 - bounded prompts: a `history_window` of recent reports, each clipped to `report_chars`,
   a `searcher_max_steps` page cap per searcher run, `doc_chars` of each document for
   the relevance judge, a 200-character coordinator input (`coordinator_input_chars`);
@@ -133,12 +135,12 @@ class MRAGConfig(AnsweringConfig):
     # -- our additions (module docstring) --
     guards: bool = True
     hints: bool = True
-    keep_top_ranked: int = Field(default=1, ge=0)
+    keep_top_ranked: int = Field(default=2, ge=0)
     max_same_agent_in_row: int = Field(default=3, ge=1)
     searcher_max_steps: int | None = Field(default=6, ge=1)  # pages per searcher run (None: no cap)
-    history_window: int | None = Field(default=8, ge=1)  # agent reports the coordinator sees (None: all)
-    report_chars: int | None = Field(default=300, ge=20)  # each report as the coordinator sees it
-    doc_chars: int | None = Field(default=1000, ge=50)  # a document's text for the relevance judge
+    history_window: int | None = Field(default=6, ge=1)  # agent reports the coordinator sees (None: all)
+    report_chars: int | None = Field(default=200, ge=20)  # each report as the coordinator sees it
+    doc_chars: int | None = Field(default=800, ge=50)  # a document's text for the relevance judge
     coordinator_input_chars: int = Field(default=200, ge=20, le=4000)
     late_answer: bool = True
     memory: bool = True  # search memory: unseen documents only, repeated queries rejected
@@ -198,11 +200,12 @@ class _State:
         return (len(self.docs), self.response, self.plan, frozenset(self.notes))
 
     def facts(self, last: int | None = None) -> list[str]:
-        """What each document in S gives, in discovery order: "title: fact"."""
+        """What each document in S gives, in discovery order: "title: fact" (the title
+        alone when the judge named no fact, e.g. a document kept by the rank floor)."""
         lines = []
         for cid, h in self.docs.items():
             j = self.why.get(cid)
-            lines.append(f"{h.title or cid}: {j.fact or j.explanation}" if j else h.title or cid)
+            lines.append(f"{h.title or cid}: {j.fact}" if j and j.fact and not j.by_rank else h.title or cid)
         return lines[-last:] if last else lines
 
     def ranked_docs(self) -> list[tuple[Hit, Judged | None]]:

@@ -32,8 +32,9 @@ model offered one, else to end), an empty page ends that query the same way, wit
 `max_steps` the whole search stops after that many pages, and a spent question budget
 ends it at once. Our guards, each off in the paper's mode: `stop_dry_paging` (a page
 that added nothing ends paging of that query), `on_topic_queries` and the rank floor
-`keep_top_ranked` (a run that judged nothing relevant keeps its first query's top
-hits, marked `by_rank`). Every page, judgement and move, forced or not, is in this
+`keep_top_ranked` (the top hits of the run's first query stay in what it returns,
+marked `by_rank`, whatever the judge said: a 135M judge is near chance, and the
+retriever's top hits are what a retrieve-then-read baseline reads). Every page, judgement and move, forced or not, is in this
 step's outputs.
 """
 
@@ -242,7 +243,7 @@ class SearchLimits(BaseModel):
     query_reuse_limit: int = 5
     max_steps: int | None = 6  # pages per searcher run (ours; None = the paper: no cap)
     doc_chars: int | None = 1000  # document text the judge reads (None = whole)
-    keep_top_ranked: int = 0  # rank floor: a run that found nothing keeps its first query's top-N
+    keep_top_ranked: int = 0  # rank floor: the run's first query's top N are kept whatever the judge said
     on_topic_queries: bool = False  # a query must share a content word with question/aspects
     stop_dry_paging: bool = False  # "continue" after a page that added nothing becomes change/end
     heuristic_fallbacks: bool = False  # judge: first page relevant; next move: continue if productive
@@ -295,7 +296,9 @@ def seed_query(inp: SearcherInput, memory: SearchMemory) -> str | None:
     the next hop), or None."""
     used = set().union(*(query_terms(q) for q in memory.queries)) if memory.queries else set()
     for line in reversed(inp.known):
-        fact = line.split(": ", 1)[-1]
+        if ": " not in line:  # a title without a fact: nothing to bridge with
+            continue
+        fact = line.split(": ", 1)[1]
         terms = query_terms(fact)
         if terms and not terms <= used:
             return clip(fact, QUERY_MAX_CHARS)
@@ -371,10 +374,7 @@ class Searcher:
                         uses=uses[query],
                         reuse_limit=limits.query_reuse_limit,
                         steps_left=page_cap - n - 1 if limits.max_steps else None,
-                        page=[
-                            f"{j.title or j.chunk_id}: {'relevant' if j.relevant else 'not relevant'} ({j.explanation})"
-                            for j in judged
-                        ],
+                        page=[f"{j.title or j.chunk_id}: {'relevant' if j.relevant else 'not relevant'}" + (f" ({j.fact})" if j.fact else "") for j in judged],
                         found=[j.line for _, j in found.values()],
                         new_on_page=len(new),
                         heuristic_fallback=limits.heuristic_fallbacks,
@@ -404,8 +404,8 @@ class Searcher:
                 if action == "end":
                     break
                 query = new_query if action == "change" else query
-            if not found and limits.keep_top_ranked:  # rank floor (ours): never come back empty-handed
-                for h, j in first_page[: limits.keep_top_ranked]:
+            for h, j in first_page[: limits.keep_top_ranked]:  # rank floor (ours): the first query's top hits stay
+                if h.chunk_id not in found:
                     found[h.chunk_id] = (h, j.model_copy(update={"relevant": True, "by_rank": True}))
             out = SearcherOutput(
                 queries=list(uses),
