@@ -19,3 +19,24 @@ def data_dir() -> Path:
 @pytest.fixture(scope="session")
 def repo() -> Path:
     return Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def marag(monkeypatch, capsys):
+    """Run the `marag` command through its real entry point: marag("ask", "q", ...) ->
+    (exit code, stdout, stderr)."""
+    import sys
+
+    from marag import cli
+
+    def run(*args: str) -> tuple[int, str, str]:
+        monkeypatch.setattr(sys, "argv", ["marag", *args])
+        code = 0
+        try:
+            cli.main()
+        except SystemExit as e:
+            code = e.code or 0
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    return run

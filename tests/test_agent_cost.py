@@ -185,3 +185,14 @@ def test_judge_pages_makes_one_call_per_page(retriever):
     names = [c.output_model.__name__ for c in llm.calls]
     assert names.count("PageJudgement") == 1 and "Judgement" not in names
     assert len(ans.sources) == 2
+
+
+def test_busy_seconds_counts_overlapping_calls_once():
+    from marag.trace import LLMCall, SearchCall, Step, Trace, busy_seconds
+
+    t = Trace(steps=[
+        Step(agent="a", llm_calls=[LLMCall(model="m", messages=[], response="", started=100.0, latency_s=2.0),
+                                   LLMCall(model="m", messages=[], response="", started=101.0, latency_s=2.0)]),
+        Step(agent="b", searches=[SearchCall(retriever="r", query="q", k=1, started=105.0, latency_s=0.5)]),
+    ])  # fmt: skip
+    assert busy_seconds(t) == pytest.approx(3.5)  # [100, 103] and [105, 105.5]

@@ -20,6 +20,14 @@ app = typer.Typer(
     help="Multi-agent retrieval-augmented generation: index documents, answer questions, trace every step.",
 )
 
+def _add_subcommands() -> None:
+    from marag.train_cli import train_app
+
+    app.add_typer(train_app, name="train")
+
+
+_add_subcommands()
+
 DataDirOpt = Annotated[
     Optional[Path], typer.Option("--data-dir", help="Benchmark data directory (default: $MARAG_DATA or ../shared/data).")
 ]
@@ -115,6 +123,9 @@ def ask(
     cache_dir: Annotated[Optional[Path], typer.Option(help="Cache LLM responses in this directory.")] = None,
     trace_out: Annotated[Optional[Path], typer.Option(help="Trace JSONL file (default: .marag/traces/ask-TIME.jsonl).")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object per answer.")] = False,
+    config: Annotated[
+        Optional[Path], typer.Option("--config", help="A run file (TOML): strategy, index, retriever, settings, llm.")
+    ] = None,
     deterministic: Annotated[
         bool, typer.Option(help="Identical answers in every run with the local model (one slot, no prompt cache, no deadline).")
     ] = False,
@@ -137,20 +148,28 @@ def ask(
     if not qs:
         raise MaragError("no questions given", hint='marag ask "your question" --index IDX (or --questions FILE)')
 
+    llm_cfg = LLMConfig.from_spec(
+        llm, base_url=llm_base_url, threads=threads, cache_dir=cache_dir, deterministic=deterministic or None, n_ctx=n_ctx
+    )
+    overrides: dict = {}
+    if config is not None:  # a run file: strategy, index, retriever, settings and model; options add to it
+        from marag.eval.runfile import ask_config
+
+        saved = ask_config(config)
+        strategy, retriever = saved.strategy, retriever or saved.retriever
+        index = index or (Path(saved.index) if saved.index else None)
+        overrides = dict(saved.settings)
+        llm_cfg = LLMConfig.model_validate({**saved.llm, "threads": threads}) if saved.llm else llm_cfg
     cls = STRATEGIES.get(strategy)
     ret = None
     if cls.needs_retriever or index is not None:
         if index is None:
             raise MaragError(f"strategy {strategy!r} needs an index", hint="pass --index IDX (build it with `marag index`)")
         ret = open_index(index).retriever(retriever)
-    overrides = dict(_parse_set(s) for s in (set_ or []))
+    overrides |= dict(_parse_set(s) for s in (set_ or []))
     if deterministic:
         overrides.setdefault("deadline_s", None)
-    model = make_llm(
-        LLMConfig.from_spec(
-            llm, base_url=llm_base_url, threads=threads, cache_dir=cache_dir, deterministic=deterministic or None, n_ctx=n_ctx
-        )
-    )
+    model = make_llm(llm_cfg)
     strat = make_strategy(strategy, model, ret, overrides)
     # a bar when there is more than a question or two to wait for (stderr: --json stays clean)
     answers = asyncio.run(run_many(strat, qs, concurrency=concurrency, progress=len(qs) > 2))
@@ -194,7 +213,13 @@ def _format_answer(a) -> str:
 
 @app.command("eval")
 def eval_(
-    dataset: Annotated[str, typer.Argument(help="Dataset name (see `marag datasets`) or a questions JSONL path.")],
+    dataset: Annotated[
+        Optional[str], typer.Argument(help="Dataset name (see `marag datasets`) or a questions JSONL path.")
+    ] = None,
+    config: Annotated[
+        Optional[Path],
+        typer.Option("--config", help="A run file (TOML) or a run's config.json: replays that evaluation (see marag.eval.runfile)."),
+    ] = None,
     strategies: Annotated[str, typer.Option(help="Comma-separated strategy names.")] = "llm_only,vanilla_rag",
     limit: Annotated[int, typer.Option(help="Only the first N questions (0 = all).")] = 0,
     metrics: Annotated[Optional[str], typer.Option(help="Comma-separated metrics (default: lexical + retrieval).")] = None,
@@ -240,12 +265,16 @@ def eval_(
         bool,
         typer.Option(help="Identical answers in every run with the local model (one slot, no prompt cache, no deadline; slower)."),
     ] = False,
+    executor: Annotated[str, typer.Option(help="local (asyncio, one process) or ray (a Ray cluster; local when no address).")] = "local",
+    ray_address: Annotated[Optional[str], typer.Option(help="Ray cluster address for --executor ray.")] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")] = False,
     data_dir: DataDirOpt = None,
 ) -> None:
     """Run strategies on a dataset; write runs/<id>/ with results, traces and report.md (resumable)."""
-    from marag.eval.report import build_report, summary_rows
-    from marag.eval.runner import DEFAULT_METRICS, EvalConfig, run_eval
+    if executor not in ("local", "ray"):
+        raise MaragError(f"unknown executor {executor!r}", hint="choose local or ray")
+    runtime = {"executor": executor, "ray_address": ray_address}
+    from marag.eval.runner import DEFAULT_METRICS, EvalConfig
     from marag.index.store import IndexConfig, open_index
     from marag.llm import LLMConfig
 
@@ -256,6 +285,17 @@ def eval_(
         if not dot:
             raise MaragError(f"bad --set {item!r}", hint="use STRATEGY.KEY=VALUE, e.g. --set vanilla_rag.k=4")
         strategy_configs.setdefault(sname, {})[field] = value
+    if config is not None:  # the file says what runs; how fast and where stay options
+        from marag.eval.runfile import eval_config
+
+        cfg = eval_config(config)
+        if dataset and dataset != cfg.dataset:
+            raise MaragError(f"{config} evaluates {cfg.dataset!r}, not {dataset!r}", hint="leave out the dataset argument with --config")
+        cfg.concurrency = concurrency
+        _run_and_report(cfg, runs / (run_id or cfg.default_run_id()), data_dir, quiet, **runtime)
+        return
+    if not dataset:
+        raise MaragError("name a dataset (see `marag datasets`) or give --config RUNFILE")
     cfg = EvalConfig(
         dataset=dataset,
         strategies=_csv(strategies),
@@ -275,8 +315,14 @@ def eval_(
         seed=seed,
         deterministic=deterministic,
     )
-    run_dir = runs / (run_id or cfg.default_run_id())
-    asyncio.run(run_eval(cfg, run_dir, data_dir=data_dir, progress=not quiet))
+    _run_and_report(cfg, runs / (run_id or cfg.default_run_id()), data_dir, quiet, **runtime)
+
+
+def _run_and_report(cfg, run_dir: Path, data_dir, quiet: bool, executor: str = "local", ray_address: str | None = None) -> None:
+    from marag.eval.report import build_report, summary_rows
+    from marag.eval.runner import run_eval
+
+    asyncio.run(run_eval(cfg, run_dir, data_dir=data_dir, progress=not quiet, executor=executor, ray_address=ray_address))
     report = build_report([run_dir])
     _print_summary(summary_rows(run_dir))
     typer.echo(f"run: {run_dir}\nreport: {report}")
@@ -346,6 +392,83 @@ def _print_summary(rows: list[dict]) -> None:
             (f"{r[k]:.3f}" if isinstance(r.get(k), float) else str(r.get(k, "–"))).rjust(13) for k in keys
         )
         typer.echo(r["strategy"].ljust(14) + cells)
+
+
+@app.command()
+def synth(
+    index: Annotated[Path, typer.Option("--index", "-i", help="Index to draw documents from.")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Questions JSONL to write (rerun to continue it).")],
+    n: Annotated[int, typer.Option("--n", help="How many questions.")] = 20,
+    style: Annotated[str, typer.Option(help="datamorgana (categories) or synagent (single/multi-hop with solutions).")] = "datamorgana",
+    spec: Annotated[Optional[Path], typer.Option(help="Category spec (JSON) for the datamorgana style.")] = None,
+    min_score: Annotated[int, typer.Option(help="synagent: keep questions the verifier scores at least this (0-5).")] = 4,
+    seed: Annotated[int, typer.Option(help="Seed for categories and documents.")] = 0,
+    llm: Annotated[str, typer.Option(help="LLM: llamacpp[:MODEL.gguf], openai:MODEL, scripted.")] = "llamacpp",
+    llm_base_url: Annotated[Optional[str], typer.Option(help="Base URL of an OpenAI-compatible server.")] = None,
+    threads: Annotated[int, typer.Option(help="CPU threads for the local model.")] = 2,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
+) -> None:
+    """Generate evaluation questions from an index; then `marag eval OUT --index INDEX`."""
+    from marag.index.store import open_index
+    from marag.llm import LLMConfig, make_llm
+    from marag.synth import generate, load_spec
+
+    model = make_llm(LLMConfig.from_spec(llm, base_url=llm_base_url, threads=threads))
+    path = asyncio.run(
+        generate(model, open_index(index), n, out, style=style, spec=load_spec(spec), seed=seed, min_score=min_score, progress=not quiet)
+    )
+    typer.echo(f"wrote {n} questions to {path}\nevaluate them: marag eval {path} --index {index} --strategies vanilla_rag,mrag")
+
+
+@app.command()
+def serve(
+    runs: Annotated[Path, typer.Option(help="Runs directory the viewer shows and POST /runs writes to.")] = Path("runs"),
+    indexes: Annotated[Optional[Path], typer.Option(help="Directory whose subdirectories are indexes, by name.")] = None,
+    host: Annotated[str, typer.Option(help="Address to bind (loopback by default).")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port.")] = 8321,
+    token_env: Annotated[
+        Optional[str], typer.Option(help="Environment variable holding a bearer token every request must send.")
+    ] = None,
+    llm: Annotated[str, typer.Option(help="LLM: llamacpp[:MODEL.gguf], openai:MODEL, scripted.")] = "llamacpp",
+    llm_base_url: Annotated[Optional[str], typer.Option(help="Base URL of an OpenAI-compatible server.")] = None,
+    threads: Annotated[int, typer.Option(help="CPU threads for the local model.")] = 2,
+    max_body: Annotated[int, typer.Option(help="Largest request body in bytes.")] = 64_000,
+    max_concurrency: Annotated[int, typer.Option(help="Questions answered at once (more wait; past the queue, 429).")] = 4,
+    data_dir: DataDirOpt = None,
+) -> None:
+    """Serve the HTTP API and the trajectory viewer (http://127.0.0.1:8321/)."""
+    import os
+
+    import uvicorn
+
+    from marag.config import data_dir as find_data_dir
+    from marag.llm import LLMConfig
+    from marag.serve.app import ServeSettings, create_app
+
+    token = os.environ.get(token_env) if token_env else None
+    if token_env and not token:
+        raise MaragError(f"${token_env} is empty", hint=f"export {token_env}=... before starting the server")
+    if host not in ("127.0.0.1", "localhost", "::1") and not token:
+        warnings.warn(f"serving on {host} without a token: anyone who can reach it can use it (pass --token-env)", MaragWarning, stacklevel=1)
+    data = find_data_dir(data_dir, required=False)
+    settings = ServeSettings(
+        runs_dir=str(runs), indexes_dir=str(indexes) if indexes else None, data_dir=str(data) if data else None,
+        llm=LLMConfig.from_spec(llm, base_url=llm_base_url, threads=threads).model_dump(), token=token,
+        max_body_bytes=max_body, max_concurrency=max_concurrency,
+    )  # fmt: skip
+    typer.echo(f"marag serving on http://{host}:{port}/ (API docs at /docs)")
+    uvicorn.run(create_app(settings), host=host, port=port, log_level="warning")
+
+
+@app.command()
+def view(
+    run: Annotated[Path, typer.Argument(help="A run directory (runs/<id>).")],
+    out: Annotated[Optional[Path], typer.Option(help="Where to write the pages (default: RUN/view).")] = None,
+) -> None:
+    """Write a run's viewer pages (run, trajectories, side-by-side questions) as static HTML."""
+    from marag.serve.view import write_static
+
+    typer.echo(f"open {write_static(run, out or run / 'view')}")
 
 
 @app.command("strategies")

@@ -17,7 +17,10 @@ def ensure_index(
     ds: Dataset, config: IndexConfig, cache_root: Path, progress: bool = True, existing: Path | None = None
 ) -> Index:
     """The index of `ds`'s corpus: `existing` when given (it must hold exactly that
-    corpus), else the cached one built with `config`, built now if there is none."""
+    corpus; a questions file without a corpus, e.g. from `marag synth`, takes it as is),
+    else the cached one built with `config`, built now if there is none."""
+    if existing is not None and not ds.documents:
+        return open_index(existing)
     if not ds.has_corpus or not ds.documents:
         raise MaragError(
             f"dataset {ds.name!r} has no corpus to retrieve from",

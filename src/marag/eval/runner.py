@@ -16,10 +16,11 @@ import statistics
 import sys
 import time
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 from tqdm.auto import tqdm
 
 from marag.corpus.models import Question
@@ -30,7 +31,7 @@ from marag.eval.versions import code_version, library_versions
 from marag.index.store import IndexConfig
 from marag.llm import LLMConfig, make_llm
 from marag.strategies import STRATEGIES, Answer, make_strategy
-from marag.trace import write_jsonl
+from marag.trace import Trace, write_jsonl
 
 DEFAULT_METRICS = [
     "em", "f1", "accuracy", "rouge_l",
@@ -45,6 +46,8 @@ PAPER_JUDGE_TEMPERATURE = 0.5
 
 
 class EvalConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")  # run files name their keys exactly (marag.eval.runfile)
+
     dataset: str
     strategies: list[str]
     strategy_configs: dict[str, dict[str, Any]] = Field(default_factory=dict)
@@ -242,8 +245,13 @@ async def run_eval(
     dataset: Dataset | None = None,
     llm=None,
     judge=None,
+    on_result: Callable[[dict[str, Any], int, int], None] | None = None,
+    executor: str = "local",
+    ray_address: str | None = None,
 ) -> Path:
-    """Answer and score every (strategy, question) not yet done in `run_dir`."""
+    """Answer and score every (strategy, question) not yet done in `run_dir`.
+    `on_result(record, done, total)` is called after each answer is written (the HTTP
+    API streams it as progress)."""
     validate_names(cfg)
     ds = dataset or load_dataset(cfg.dataset, data_dir)
     questions = ds.questions[: cfg.limit] if cfg.limit else ds.questions
@@ -292,71 +300,95 @@ async def run_eval(
     if progress and total > len(todo):
         print(f"resuming {run_dir}: {total - len(todo)} of {total} answers done, {len(todo)} to go", file=sys.stderr)
 
-    retriever, doc_collections = None, None
-    if todo and any(STRATEGIES.get(s).needs_retriever for s in cfg.strategies):
-        from marag.eval.indexes import ensure_index
+    retriever, doc_collections = prepare_retrieval(cfg, ds, index_cache, progress) if todo else (None, None)
+    strategies = {s: make_strategy(s, llm, retriever, settings[s]) for s in cfg.strategies} if todo and executor == "local" else {}
 
-        existing = Path(cfg.index_path) if cfg.index_path else None
-        idx = ensure_index(ds, cfg.index, index_cache, progress=progress, existing=existing)
-        retriever = idx.retriever(cfg.retriever)
-        if idx.collections():  # for the agent-level metrics: which collection holds each document
-            doc_collections = {c.doc_id: coll for c, coll in zip(idx.chunks, idx.chunk_collections) if coll}
-    strategies = {s: make_strategy(s, llm, retriever, settings[s]) for s in cfg.strategies} if todo else {}
-
-    gate = asyncio.Semaphore(max(1, cfg.concurrency))
     write_lock = asyncio.Lock()
     bar = tqdm(total=len(todo), desc=f"eval {ds.name}", disable=not progress, unit="q")
     running: dict[str, list[float]] = {}
+    finished = [0]  # answers written in this call (the bar may be disabled)
 
-    async def one(sname: str, q: Question) -> None:
-        async with gate:
-            t0 = time.perf_counter()
-            record: dict[str, Any] = {"strategy": sname, "qid": q.id, "question": q.question}
-            trace = None
-            try:
-                answer = await strategies[sname].run(q.question)
-                trace = answer.trace
-                ex = _example(q, answer, doc_collections)
-                means, stds, details, judged = await _score(
-                    cfg, ex, judge, retrieves=STRATEGIES.get(sname).needs_retriever
-                )
-                record |= {
-                    "prediction": answer.answer,
-                    "retrieved_doc_ids": ex.retrieved_doc_ids,
-                    "metrics": means,
-                    "metrics_std": stds,
-                    "judge_details": details,
-                    "judge_fallbacks": judged,
-                    "cost": {**answer.usage, "seconds": answer.seconds},
-                    "trace_id": trace.id,
-                    "error": None,
-                }
-            except MaragError as exc:
-                record |= {"error": f"{type(exc).__name__}: {exc.message}", "cost": {"seconds": time.perf_counter() - t0}}
-            except Exception as exc:  # one bad question must not stop the run
-                record |= {"error": f"{type(exc).__name__}: {exc}", "cost": {"seconds": time.perf_counter() - t0}}
-            record |= {
-                "answers": q.answers,
-                "gold_doc_ids": q.gold_doc_ids,
-                "metadata": _flat_metadata(q, ds.categories),
-            }
-            async with write_lock:
-                with results_path.open("a", encoding="utf-8") as f:
-                    f.write(json.dumps(record, ensure_ascii=False) + "\n")
-                if trace is not None:
-                    trace.config = {**trace.config, "qid": q.id}
-                    write_jsonl([trace], traces_path)
-                for m in ("f1", "accuracy", "rouge_l"):
-                    if m in record.get("metrics", {}):
-                        running.setdefault(f"{sname}:{m}", []).append(record["metrics"][m])
-                bar.set_postfix({k: f"{statistics.fmean(v):.2f}" for k, v in running.items()}, refresh=False)
-                bar.update(1)
+    async def write(record: dict[str, Any], trace: Trace | None) -> None:
+        async with write_lock:
+            with results_path.open("a", encoding="utf-8") as f:
+                f.write(json.dumps(record, ensure_ascii=False) + "\n")
+            if trace is not None:
+                write_jsonl([trace], traces_path)
+            for m in ("f1", "accuracy", "rouge_l"):
+                if m in record.get("metrics", {}):
+                    running.setdefault(f"{record['strategy']}:{m}", []).append(record["metrics"][m])
+            bar.set_postfix({k: f"{statistics.fmean(v):.2f}" for k, v in running.items()}, refresh=False)
+            bar.update(1)
+            finished[0] += 1
+            if on_result is not None:
+                on_result(record, finished[0], len(todo))
 
     try:
-        await asyncio.gather(*(one(s, q) for s, q in todo))
+        if executor == "ray":
+            from marag.eval.distributed import ray_answers
+
+            async for record, trace in ray_answers(cfg, todo, data_dir, index_cache, ray_address):
+                await write(record, trace)
+        else:
+            gate = asyncio.Semaphore(max(1, cfg.concurrency))
+
+            async def one(sname: str, q: Question) -> None:
+                async with gate:
+                    record, trace = await answer_one(cfg, strategies[sname], sname, q, judge, doc_collections, ds.categories)
+                await write(record, trace)
+
+            await asyncio.gather(*(one(s, q) for s, q in todo))
     finally:
         bar.close()
     return run_dir
+
+
+def prepare_retrieval(cfg: EvalConfig, ds: Dataset, index_cache: Path, progress: bool = False):
+    """(retriever, doc id -> collection) for the run: the dataset's index (built and
+    cached, or the user's `index_path`), or (None, None) when no strategy retrieves."""
+    if not any(STRATEGIES.get(s).needs_retriever for s in cfg.strategies):
+        return None, None
+    from marag.eval.indexes import ensure_index
+
+    existing = Path(cfg.index_path) if cfg.index_path else None
+    idx = ensure_index(ds, cfg.index, index_cache, progress=progress, existing=existing)
+    collections = None
+    if idx.collections():  # for the agent-level metrics: which collection holds each document
+        collections = {c.doc_id: coll for c, coll in zip(idx.chunks, idx.chunk_collections) if coll}
+    return idx.retriever(cfg.retriever), collections
+
+
+async def answer_one(
+    cfg: EvalConfig, strategy, sname: str, q: Question, judge, doc_collections: dict[str, str] | None, categories
+) -> tuple[dict[str, Any], Trace | None]:
+    """Answer and score one (strategy, question): the record for results.jsonl and the
+    trace (None when the question failed). Shared by every executor."""
+    t0 = time.perf_counter()
+    record: dict[str, Any] = {"strategy": sname, "qid": q.id, "question": q.question}
+    trace = None
+    try:
+        answer = await strategy.run(q.question)
+        trace = answer.trace
+        trace.config = {**trace.config, "qid": q.id}
+        ex = _example(q, answer, doc_collections)
+        means, stds, details, judged = await _score(cfg, ex, judge, retrieves=STRATEGIES.get(sname).needs_retriever)
+        record |= {
+            "prediction": answer.answer,
+            "retrieved_doc_ids": ex.retrieved_doc_ids,
+            "metrics": means,
+            "metrics_std": stds,
+            "judge_details": details,
+            "judge_fallbacks": judged,
+            "cost": {**answer.usage, "seconds": answer.seconds},
+            "trace_id": trace.id,
+            "error": None,
+        }
+    except MaragError as exc:
+        record |= {"error": f"{type(exc).__name__}: {exc.message}", "cost": {"seconds": time.perf_counter() - t0}}
+    except Exception as exc:  # one bad question must not stop the run
+        record |= {"error": f"{type(exc).__name__}: {exc}", "cost": {"seconds": time.perf_counter() - t0}}
+    record |= {"answers": q.answers, "gold_doc_ids": q.gold_doc_ids, "metadata": _flat_metadata(q, categories)}
+    return record, trace
 
 
 def _flat_metadata(q: Question, categories: tuple[str, ...]) -> dict[str, Any]:

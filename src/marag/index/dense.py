@@ -325,7 +325,13 @@ class DenseRetriever(BaseRetriever):
         meta = cls.read_meta(directory)
         emb_meta = meta.get("embedder", {})
         if embedder is None:
-            name, options = emb_meta.get("name"), dict(embedder_options or {})
+            name = emb_meta.get("name")
+            # Queries are embedded one or two at a time, while the local model computes on
+            # the same cores: one onnxruntime thread that sleeps when idle. Measured
+            # (benchmarks/threads.py, llama.cpp on 2 threads, a search every 50 ms beside
+            # it): generation 23.5 tok/s with 2 spinning threads, 55.0 with 1 sleeping,
+            # 176 with no search.
+            options = ({"threads": 1, "spin": False} if name == "minilm" else {}) | dict(embedder_options or {})
             embedder = lambda: get_embedder(name, **options)  # noqa: E731 - loaded on first query
         try:
             vectors = np.load(directory / VECTORS_FILE, mmap_mode="r" if mmap else None)

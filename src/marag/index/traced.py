@@ -111,6 +111,7 @@ _new_search_call = trusted_constructor(
         "offset": 0,
         "hits": [{"doc_id": "d", "chunk_id": "d#0", "score": 1.5}],
         "latency_s": 0.5,
+        "started": 1.0,
     },
 )
 
@@ -201,14 +202,14 @@ class BaseRetriever:
                 raise TypeError(f"queries must be strings, got {type(q).__name__}")
         if not queries:
             return []
-        t0 = time.perf_counter()
+        t0, wall = time.perf_counter(), time.time()
         results = self._search_batch(queries, int(k), int(offset))
         if recording():
             # A batch runs as one computation; each query is charged an equal share of it.
-            self._record(queries, int(k), int(offset), results, (time.perf_counter() - t0) / len(queries))
+            self._record(queries, int(k), int(offset), results, (time.perf_counter() - t0) / len(queries), wall)
         return results
 
-    def _record(self, queries: list[str], k: int, offset: int, results: list[list[Hit]], latency: float) -> None:
+    def _record(self, queries: list[str], k: int, offset: int, results: list[list[Hit]], latency: float, started: float = 0.0) -> None:
         for query, hits in zip(queries, results):
             record_search(
                 _new_search_call(
@@ -219,6 +220,7 @@ class BaseRetriever:
                         "offset": offset,
                         "hits": [{"doc_id": h.doc_id, "chunk_id": h.chunk_id, "score": h.score} for h in hits],
                         "latency_s": round(latency, 6),
+                        "started": round(started, 4),
                     }
                 )
             )

@@ -97,7 +97,9 @@ class ChatModel(ABC):
         key = None
         if self.cache is not None and (temperature <= 0 or self.cache_sampled):
             key = cache_key(self.kind, self.model, msgs, schema, temperature, max_tokens, seed)
-        rec = LLMCall(model=self.model, messages=msgs, response="", schema_name=output.__name__ if output else None)
+        rec = LLMCall(
+            model=self.model, messages=msgs, response="", schema_name=output.__name__ if output else None, started=round(time.time(), 4)
+        )
         t0 = time.perf_counter()
         token = _output_model.set(output)
         try:

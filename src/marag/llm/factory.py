@@ -37,6 +37,7 @@ class LLMConfig(BaseModel):
     # cache); costs throughput. Part of a run's identity: its answers differ.
     deterministic: bool = False
     compact_json: bool = True  # llamacpp: no whitespace between JSON tokens (see marag.llm.llamacpp)
+    lora: str | None = None  # llamacpp: a LoRA adapter GGUF applied to the model (marag train finetune)
     timeout_s: float = 120.0
     max_retries: int = 2
     strict_schema: bool = True  # openai: ask the server to enforce the schema exactly
@@ -94,6 +95,7 @@ def _llamacpp(cfg: LLMConfig) -> LLM:
         cfg.verbosity,
         deterministic=cfg.deterministic,
         compact_json=cfg.compact_json,
+        lora=cfg.lora,
         **cfg.cache_kwargs(),
     )
 

@@ -69,6 +69,7 @@ class LlamaCppLLM(ChatModel):
         deterministic: bool = False,
         slot_prompt_similarity: float = 0.1,
         compact_json: bool = True,
+        lora: str | Path | None = None,  # a llama.cpp LoRA adapter GGUF (e.g. from `marag train finetune`)
         **kwargs: Any,
     ):
         path = Path(model_path).expanduser() if model_path else default_model_path()
@@ -77,6 +78,11 @@ class LlamaCppLLM(ChatModel):
         super().__init__(path.name, **kwargs)  # the file name, so caches survive a move
         self.model_path = path
         self.deterministic, self.compact_json = deterministic, compact_json
+        self.lora = Path(lora).expanduser() if lora else None
+        if self.lora is not None and not self.lora.is_file():
+            raise LLMError(f"LoRA adapter not found: {self.lora}", hint="give the adapter.gguf that `marag train finetune` wrote")
+        if self.lora is not None:
+            self.model = f"{path.name}+{self.lora.name}"  # a different model: caches and reports tell them apart
         n_parallel = 1 if deterministic else n_parallel
         self.threads, self.n_ctx, self.n_parallel, self.verbosity = threads, n_ctx, n_parallel, verbosity
         self.slot_prompt_similarity = slot_prompt_similarity
@@ -113,6 +119,10 @@ class LlamaCppLLM(ChatModel):
         p.cpuparams_batch.n_threads = self.threads
         p.verbosity = self.verbosity
         p.slot_prompt_similarity = self.slot_prompt_similarity
+        if self.lora is not None:
+            adapter = xllamacpp.CommonAdapterLoraInfo()
+            adapter.path, adapter.scale = str(self.lora), 1.0
+            p.lora_adapters = [adapter]
         p.cache_prompt = not self.deterministic
         p.api_keys = [self.http_api_key]
         try:

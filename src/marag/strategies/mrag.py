@@ -151,6 +151,8 @@ class MRAGConfig(AnsweringConfig):
     # -- needed in every mode: prompts must fit the model's context --
     context_chars: int | None = Field(default=6000, ge=200)  # all of S, packed (None: no limit)
     temperature: float = 0.0
+    # per role, e.g. self-training samples trainable roles at 0.7 and the answerer at 0.1
+    role_temperatures: dict[str, float] = Field(default_factory=dict)
     seed: int | None = None
     role_llms: dict[str, dict[str, Any]] = Field(default_factory=dict)  # role -> LLMConfig fields
 
@@ -161,9 +163,9 @@ class MRAGConfig(AnsweringConfig):
             return {**data, **PAPER_SETTINGS}
         return data
 
-    @field_validator("role_llms")
+    @field_validator("role_llms", "role_temperatures")
     @classmethod
-    def _known_roles(cls, v: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    def _known_roles(cls, v: dict[str, Any]) -> dict[str, Any]:
         if unknown := sorted(set(v) - set(ROLES)):
             raise ValueError(f"unknown role(s) {unknown}: choose among {', '.join(ROLES)}")
         return v
@@ -354,8 +356,11 @@ class MRAG(Strategy):
     def _llm(self, role: str) -> LLM:
         return self.llms.get(role, self.llm)
 
+    def _temperature(self, role: str) -> float:
+        return self.config.role_temperatures.get(role, self.config.temperature)
+
     async def _call(self, agent: Agent, role: str, inp: Any) -> Any:
-        return await agent(self._llm(role), inp, self.config.temperature, self.config.seed)
+        return await agent(self._llm(role), inp, self._temperature(role), self.config.seed)
 
     def _docs(self, st: _State) -> list[Doc]:
         """All of S, most relevant first, packed into `context_chars` (see `pack_texts`)."""
@@ -411,7 +416,7 @@ class MRAG(Strategy):
             st.memory,
             SearcherInput(question=st.question, aspects=text, known=st.facts(last=6)),
             limits,
-            cfg.temperature,
+            self._temperature("searcher"),
             cfg.seed,
         )
         for h, j in zip(hits, out.relevant):

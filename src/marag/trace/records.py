@@ -29,6 +29,7 @@ class LLMCall(BaseModel):
     reused_prompt_tokens: int = 0
     completion_tokens: int = 0
     latency_s: float = 0.0
+    started: float = 0.0  # wall clock (epoch seconds) when the call began: a trace's timeline
     cached: bool = False  # answered from marag's own response cache: nothing was spent
     repaired: bool = False
     error: str | None = None
@@ -41,6 +42,7 @@ class SearchCall(BaseModel):
     offset: int = 0
     hits: list[dict[str, Any]] = Field(default_factory=list)  # doc_id, chunk_id, score
     latency_s: float = 0.0
+    started: float = 0.0  # wall clock (epoch seconds) when the search began
 
 
 class Step(BaseModel):
@@ -111,6 +113,22 @@ _current_trace: contextvars.ContextVar[Trace | None] = contextvars.ContextVar(
 _current_step: contextvars.ContextVar[Step | None] = contextvars.ContextVar(
     "marag_step", default=None
 )
+
+
+def busy_seconds(trace: "Trace") -> float:
+    """Wall time covered by the trace's LLM calls and searches (overlapping ones counted
+    once): what remains of a question's seconds is spent in the framework itself."""
+    spans = sorted(
+        (c.started, c.started + c.latency_s)
+        for c in [*trace.llm_calls(), *trace.searches()]
+        if c.started > 0
+    )
+    busy, end = 0.0, float("-inf")
+    for a, b in spans:
+        if b > end:
+            busy += b - max(a, end)
+            end = b
+    return busy
 
 
 def normalize_query(query: str) -> str:

@@ -1,0 +1,78 @@
+"""Run files: an evaluation (or a question session) written down, to replay it.
+
+`marag eval --config run.toml` reads every field of `EvalConfig` from a TOML file
+(`dataset`, `strategies`, `limit`, `metrics`, `seed`, `retriever`, the tables `[llm]`,
+`[judge]` and `[index]`, and `[strategy_configs.NAME]` for each strategy's settings,
+per-role LLMs included); `marag eval --config runs/X/config.json` replays the run that
+wrote it. Unknown keys are errors that name the key.
+
+    dataset = "hotpotqa_train100"
+    strategies = ["vanilla_rag", "mrag"]
+    limit = 30
+    [llm]
+    backend = "llamacpp"
+    [strategy_configs.mrag]
+    max_agent_calls = 12
+"""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from marag.errors import MaragError
+
+
+def read_table(path: str | Path) -> dict[str, Any]:
+    """A TOML or JSON file as a dict; a run directory's config.json gives its "config"."""
+    p = Path(path)
+    if p.is_dir():
+        p = p / "config.json"
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise MaragError(f"cannot read {p}: {exc.strerror or exc}", hint="give a .toml run file or a run's config.json") from None
+    try:
+        data = json.loads(text) if p.suffix == ".json" else tomllib.loads(text)
+    except (ValueError, tomllib.TOMLDecodeError) as exc:
+        raise MaragError(f"{p} is not valid {'JSON' if p.suffix == '.json' else 'TOML'}: {exc}") from None
+    if p.suffix == ".json" and isinstance(data.get("config"), dict) and "fingerprint" in data:
+        data = data["config"]  # a run directory's record: the config that made it
+    return data
+
+
+def validated(model: type[BaseModel], data: dict[str, Any], path: str | Path) -> Any:
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        key = ".".join(str(x) for x in err.get("loc", ()))
+        if err.get("type") == "extra_forbidden":
+            raise MaragError(f"{path}: unknown key {key!r}", hint=f"valid keys: {', '.join(sorted(model.model_fields))}") from None
+        raise MaragError(f"{path}: {key}: {err.get('msg')}") from None
+
+
+def eval_config(path: str | Path):
+    from marag.eval.runner import EvalConfig
+
+    return validated(EvalConfig, read_table(path), path)
+
+
+class AskFile(BaseModel):
+    """What `marag ask --config FILE` reads."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    strategy: str = "vanilla_rag"
+    index: str | None = None
+    retriever: str | None = None
+    settings: dict[str, Any] = Field(default_factory=dict)
+    llm: dict[str, Any] = Field(default_factory=dict)  # LLMConfig fields
+
+
+def ask_config(path: str | Path) -> AskFile:
+    return validated(AskFile, read_table(path), path)
