@@ -35,6 +35,11 @@ class StructuredOutputError(LLMError):
         self.raw = raw
 
 
+class ContextOverflowError(StructuredOutputError):
+    """The prompt does not fit the model's context. A structured-output failure, so the
+    agent falls back (recorded) instead of failing the whole question."""
+
+
 class UnknownNameError(MaragError, KeyError):
     """A name (strategy, backend, metric, dataset, ...) that no registry knows."""
 

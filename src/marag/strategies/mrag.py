@@ -258,7 +258,7 @@ class MRAG(Strategy):
                     "coordinator",
                     CoordinatorInput(
                         question=question,
-                        history=st.history[-cfg.history_window :] if cfg.history_window else st.history,
+                        history=self._history(st),
                         response=st.response or "",
                         documents=st.facts(),
                         calls_left=cfg.max_agent_calls - st.calls,
@@ -299,6 +299,22 @@ class MRAG(Strategy):
         done = ("planner" in st.ran, "searcher" in st.ran, st.response is not None)
         last = max((i for i, d in enumerate(done) if d), default=-1)
         return SEQUENCE[max(last + 1, 0 if plan else 1)]
+
+    def _history(self, st: _State) -> list[str]:
+        """The reports the coordinator reads: the last `history_window`, and in any mode
+        only as many of the most recent as fit in `context_chars` (the paper's mode keeps
+        all of them until the model's context would overflow)."""
+        recent = st.history[-self.config.history_window :] if self.config.history_window else list(st.history)
+        budget = self.config.context_chars
+        if budget is None:
+            return recent
+        kept, used = [], 0
+        for report in reversed(recent):
+            used += len(report) + 4
+            if used > budget and kept:
+                break
+            kept.append(report)
+        return kept[::-1]
 
     def _steer(self, st: _State) -> tuple[str, str]:
         """The no-progress guard's pick (module docstring), recorded as a guard step."""
