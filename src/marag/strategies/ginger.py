@@ -14,9 +14,10 @@ attribution, by a pipeline of small steps.
 4. Nugget detection on the top `m` (10) passages: the model copies each passage with
    <n>...</n> around the relevant spans; a copy that changes the text is rejected and
    asked for again once; spans keep their passage id.
-5. Clustering: nuggets embedded and grouped by average-linkage agglomerative clustering
-   on cosine distance (`cluster_threshold`); clusters ranked by the mean similarity of
-   their nuggets to the question.
+5. Clustering: nuggets embedded and grouped into facets (`clusterer`: average-linkage
+   agglomerative on cosine distance cut at `cluster_threshold` by default, or BERTopic,
+   the paper's choice, as an optional extra; `marag.index.facets`); facets ranked by
+   the mean similarity of their nuggets to the question.
 6. Summaries: one sentence (~`summary_words` words) per top cluster from its nuggets
    only, until `max_words` would be exceeded; then a fluency rewrite that keeps one
    sentence per facet (rejected if it changes the count), trimmed to `max_words`.
@@ -55,6 +56,7 @@ from marag.agents.ginger import (
 )
 from marag.errors import MaragError
 from marag.index.base import Hit
+from marag.index.facets import check_clusterer, cluster_facets
 from marag.index.fusion import rrf
 from marag.strategies.base import STRATEGIES, AnsweringConfig, Strategy, register_variant
 from marag.trace import step
@@ -72,6 +74,7 @@ class GingerConfig(AnsweringConfig):
     pairwise: bool = True
     m: int = Field(default=10, ge=1, le=40)  # passages for nugget detection
     passage_chars: int = Field(default=600, ge=100, le=3000)
+    clusterer: str = "agglomerative"  # a name in marag.index.facets.FACET_CLUSTERERS ("bertopic": optional extra)
     cluster_threshold: float = Field(default=0.5, gt=0.0, le=2.0)  # average-linkage cosine distance cut
     summary_words: int = Field(default=35, ge=5, le=100)
     max_words: int = Field(default=150, ge=10, le=1000)
@@ -90,6 +93,7 @@ class Ginger(Strategy):
         self.index = getattr(retriever, "index", None)
         if self.index is None or not (self.index.has("bm25") and self.index.has("dense")):
             raise MaragError("ginger needs an index with both BM25 and dense parts", hint="build it with --retrievers bm25,dense")
+        check_clusterer(self.config.clusterer)
         self._cross = None
         self._vectors: np.ndarray | None = None
         if self.config.pointwise == "cross_encoder":
@@ -204,7 +208,7 @@ class Ginger(Strategy):
             dense = self.index.retriever("dense")
             vecs = np.asarray(dense.embedder.embed([t for t, _ in nuggets]), dtype=np.float32)
             vecs /= np.linalg.norm(vecs, axis=1, keepdims=True).clip(1e-12)
-            labels = cluster_labels(vecs, self.config.cluster_threshold)
+            labels = cluster_facets(self.config.clusterer, vecs, [t for t, _ in nuggets], self.config.cluster_threshold, self.config.seed or 0)
             q = dense.embed_queries([question])[0]
             q = q / max(float(np.linalg.norm(q)), 1e-12)
             sims = vecs @ q
@@ -240,17 +244,6 @@ class Ginger(Strategy):
 
     async def _call(self, agent, inp):
         return await agent(self.llm, inp, self.config.temperature, self.config.seed)
-
-
-def cluster_labels(unit_vectors: np.ndarray, threshold: float) -> np.ndarray:
-    """Average-linkage agglomerative clusters on cosine distance, cut at `threshold`."""
-    if len(unit_vectors) == 1:
-        return np.zeros(1, dtype=np.int64)
-    from scipy.cluster.hierarchy import fcluster, linkage
-    from scipy.spatial.distance import pdist
-
-    tree = linkage(pdist(unit_vectors, metric="cosine").clip(0, None), method="average")
-    return fcluster(tree, t=threshold, criterion="distance").astype(np.int64)
 
 
 def limit_words(sentences: list[dict[str, Any]], max_words: int) -> list[dict[str, Any]]:
