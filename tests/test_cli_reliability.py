@@ -106,3 +106,9 @@ def test_eval_resumes_loudly_reuses_an_index_and_compares_into_its_own_directory
     marag("index", str(Path(__file__).parents[1] / "samples/corpus"), "--out", str(other), "--retrievers", "bm25", "-q")
     code, _, err = marag(*args[:-4], "--index", str(other), "--data-dir", str(data_dir), "--limit", "1", "--run-id", "c")
     assert code == 2 and "does not hold the corpus of 'hotpotqa_train100'" in err
+
+
+def test_a_missing_lora_adapter_is_a_clear_error(sample_index, tmp_path, marag):
+    code, _, err = marag("ask", "Who created Python?", "--index", str(sample_index), "--lora", str(tmp_path / "nope.gguf"))
+    assert code == 2 and "Traceback" not in err
+    assert "LoRA adapter not found" in err and "nope.gguf" in err and "marag train finetune" in err

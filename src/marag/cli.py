@@ -119,6 +119,9 @@ def ask(
         Optional[int],
         typer.Option("--n-ctx", help="Local model: total context in tokens, shared by its 4 slots (16384: 4096 per request)."),
     ] = None,
+    lora: Annotated[
+        Optional[Path], typer.Option(help="Local model: a LoRA adapter GGUF applied to it (from `marag train finetune`).")
+    ] = None,
     concurrency: Annotated[int, typer.Option(help="Questions answered at once.")] = 4,
     cache_dir: Annotated[Optional[Path], typer.Option(help="Cache LLM responses in this directory.")] = None,
     trace_out: Annotated[Optional[Path], typer.Option(help="Trace JSONL file (default: .marag/traces/ask-TIME.jsonl).")] = None,
@@ -149,7 +152,8 @@ def ask(
         raise MaragError("no questions given", hint='marag ask "your question" --index IDX (or --questions FILE)')
 
     llm_cfg = LLMConfig.from_spec(
-        llm, base_url=llm_base_url, threads=threads, cache_dir=cache_dir, deterministic=deterministic or None, n_ctx=n_ctx
+        llm, base_url=llm_base_url, threads=threads, cache_dir=cache_dir, deterministic=deterministic or None, n_ctx=n_ctx,
+        lora=str(lora.resolve()) if lora else None,
     )
     overrides: dict = {}
     if config is not None:  # a run file: strategy, index, retriever, settings and model; options add to it
@@ -256,6 +260,9 @@ def eval_(
         Optional[int],
         typer.Option("--n-ctx", help="Local model: total context in tokens, shared by its 4 slots (16384: 4096 per request)."),
     ] = None,
+    lora: Annotated[
+        Optional[Path], typer.Option(help="Local model: a LoRA adapter GGUF applied to it (from `marag train finetune`).")
+    ] = None,
     concurrency: Annotated[int, typer.Option(help="Questions answered at once.")] = 4,
     cache_dir: Annotated[Optional[Path], typer.Option(help="Cache LLM responses in this directory.")] = None,
     run_id: Annotated[Optional[str], typer.Option(help="Run directory name under --runs (default: derived from the config, so reruns resume).")] = None,
@@ -306,7 +313,7 @@ def eval_(
         judge_repeats=judge_repeats,
         judge_temperature=judge_temperature,
         judge_batch=judge_batch,
-        llm=LLMConfig.from_spec(llm, base_url=llm_base_url, threads=threads, cache_dir=cache_dir, n_ctx=n_ctx),
+        llm=LLMConfig.from_spec(llm, base_url=llm_base_url, threads=threads, cache_dir=cache_dir, n_ctx=n_ctx, lora=str(lora.resolve()) if lora else None),
         judge=LLMConfig.from_spec(judge, base_url=judge_base_url, threads=threads, cache_dir=cache_dir) if judge else None,
         retriever=retriever,
         index=open_index(index).config if index else IndexConfig(retrievers=_csv(retrievers), split=split),
