@@ -49,6 +49,9 @@ def test_every_shared_dataset_is_registered_and_loads(data_dir):
     assert counts["hotpotqa_train100"] == 100 and counts["musique_train100"] == 100
     assert counts["datamorgana"] == 371 and counts["nq_open_oracle"] == 600
     assert counts["trec_rag24"] == 56 and counts["hoprag_examples"] == 30
+    two = load_dataset("twowiki_examples", data_dir).questions  # the 2Wiki part alone
+    assert counts["twowiki_examples"] == 10 and {q.metadata["source"] for q in two} == {"2wiki"}
+    assert all(len(q.gold_doc_ids) == 2 for q in two if q.metadata["type"] == "comparison")
 
 
 def test_questions_jsonl_path_is_a_dataset(repo):

@@ -76,6 +76,8 @@ for _spec in [
                 "Natural Questions open, 600 questions with their gold passage", (), pool="oracle"),
     DatasetSpec("hoprag_examples", "hoprag_examples", "hoprag",
                 "10 HotpotQA + 10 MuSiQue + 10 2Wiki questions with their contexts", ("source", "type")),
+    DatasetSpec("twowiki_examples", "hoprag_examples/wiki_example.jsonl", "hoprag",
+                "the 10 2WikiMultihopQA questions of hoprag_examples, over their own contexts", ("type",)),
     DatasetSpec("trec_rag24", "trec_rag24", "trec_rag24",
                 "TREC RAG'24 topics with NIST nuggets (no corpus included)", (), has_corpus=False, pool="none",
                 answer_style="long"),
