@@ -5,37 +5,21 @@ competition and collaboration; scripted models over a real BM25 index."""
 from __future__ import annotations
 
 import asyncio
-import json
-import re
 
 import pytest
 
-from marag.index.pipeline import index_corpus
-from marag.index.store import IndexConfig
 from marag.llm import ScriptedLLM
 from marag.strategies import STRATEGIES, make_strategy
 from marag.strategies.kair import supported
+from twohop import DOCS, QUESTION, bm25_retriever, numbered
 
-QUESTION = "Where was the author of Salt Winter raised?"
 GAP2 = "Where did Maren Holt grow up?"
-DOCS = [
-    ("salt-winter", "Salt Winter", "Salt Winter is a 1931 novel about a fishing crew, written by Maren Holt."),
-    ("holt", "Maren Holt", "Maren Holt (1871-1950) was a Norwegian printer and writer. She grew up in Brekke, a village on the west coast."),
-    ("olympics", "Winter Olympics", "The Winter Olympics are held every four years; one author called them a festival of salt and snow."),
-    ("herring", "Herring", "Herring are small fish caught in the North Sea, often salted for the winter."),
-]
+
 
 
 @pytest.fixture(scope="module")
 def retriever(tmp_path_factory):
-    d = tmp_path_factory.mktemp("twohop")
-    corpus = d / "docs.jsonl"
-    corpus.write_text("".join(json.dumps({"id": i, "title": t, "text": x}) + "\n" for i, t, x in DOCS))
-    return index_corpus(corpus, d / "idx", IndexConfig(retrievers=["bm25"]), progress=False).retriever("bm25")
-
-
-def passages(user: str) -> dict[str, int]:
-    return {t: int(n) for n, t in re.findall(r"^\[(\d+)\] (.*)$", user, re.M)}
+    return bm25_retriever(tmp_path_factory.mktemp("twohop"), DOCS)
 
 
 def gaps(user: str) -> list[str]:
@@ -46,7 +30,7 @@ def gaps(user: str) -> list[str]:
 def updater(user: str) -> dict:
     """Reads what the passages say: the novel names its author (a new gap follows), the
     author's page answers both gaps."""
-    p, open_gaps = passages(user), gaps(user)
+    p, open_gaps = numbered(user), gaps(user)
     if "Maren Holt" in p:
         closed = [n for n, g in enumerate(open_gaps, 1)]
         return {"facts": [{"text": "Maren Holt grew up in Brekke", "passage": p["Maren Holt"], "status": "new"}], "closed": closed, "new_gaps": []}
@@ -57,7 +41,7 @@ def updater(user: str) -> dict:
 
 
 def keep_relevant(user: str) -> dict:
-    p = passages(user.split("Passages:\n", 1)[1])
+    p = numbered(user.split("Passages:\n", 1)[1])
     return {"keep": [n for t, n in p.items() if t in ("Salt Winter", "Maren Holt")]}
 
 
@@ -127,7 +111,7 @@ def test_a_redundant_query_is_rejected(retriever):
 def test_conflicting_and_unsupported_facts_are_discarded(retriever):
     def update(user):
         out = updater(user)
-        p = passages(user)
+        p = numbered(user)
         if "Maren Holt" in p:
             out["facts"] += [
                 {"text": "Salt Winter was written by Knut Berg", "passage": p["Maren Holt"], "status": "conflict"},

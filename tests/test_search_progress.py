@@ -6,7 +6,6 @@ real BM25 index of a small two-hop corpus."""
 from __future__ import annotations
 
 import asyncio
-import json
 import re
 
 import pytest
@@ -15,28 +14,15 @@ from marag.agents.mrag import AGENT_NAMES
 from marag.agents.mrag.searcher import clean_query
 from marag.index.base import Hit
 from marag.index.memory import SearchMemory, overlap, query_terms
-from marag.index.pipeline import index_corpus
-from marag.index.store import IndexConfig
 from marag.llm import ScriptedLLM
 from marag.strategies.mrag import MRAG
+from twohop import DOCS, MORE_DOCS, QUESTION, bm25_retriever
 
-QUESTION = "Where was the author of Salt Winter raised?"
-DOCS = [
-    ("salt-winter", "Salt Winter", "Salt Winter is a 1931 novel about a fishing crew, written by Maren Holt."),
-    ("holt", "Maren Holt", "Maren Holt (1871-1950) was a Norwegian printer and writer. She grew up in Brekke, a village on the west coast."),
-    ("olympics", "Winter Olympics", "The Winter Olympics are held every four years; one author called them a festival of salt and snow."),
-    ("herring", "Herring", "Herring are small fish caught in the North Sea, often salted for the winter."),
-    ("printing", "Printing press", "The printing press spread across Europe in the fifteenth century."),
-    ("brekke-church", "Stave churches", "Many wooden stave churches stand on the west coast of Norway."),
-]
 
 
 @pytest.fixture(scope="module")
 def retriever(tmp_path_factory):
-    d = tmp_path_factory.mktemp("twohop")
-    corpus = d / "docs.jsonl"
-    corpus.write_text("".join(json.dumps({"id": i, "title": t, "text": x}) + "\n" for i, t, x in DOCS))
-    return index_corpus(corpus, d / "idx", IndexConfig(retrievers=["bm25"]), progress=False).retriever("bm25")
+    return bm25_retriever(tmp_path_factory.mktemp("twohop"), DOCS + MORE_DOCS)
 
 
 class Script:

@@ -5,36 +5,18 @@ real BM25 indexes."""
 from __future__ import annotations
 
 import asyncio
-import json
-import re
 
 import pytest
 
-from marag.index.pipeline import index_corpus
-from marag.index.store import IndexConfig
 from marag.llm import ScriptedLLM
 from marag.strategies import STRATEGIES, make_strategy
+from twohop import DOCS, QUESTION, bm25_retriever, numbered
 
-QUESTION = "Where was the author of Salt Winter raised?"
-DOCS = [
-    ("salt-winter", "Salt Winter", "Salt Winter is a 1931 novel about a fishing crew, written by Maren Holt."),
-    ("holt", "Maren Holt", "Maren Holt (1871-1950) was a Norwegian printer and writer. She grew up in Brekke, a village on the west coast."),
-    ("olympics", "Winter Olympics", "The Winter Olympics are held every four years; one author called them a festival of salt and snow."),
-    ("herring", "Herring", "Herring are small fish caught in the North Sea, often salted for the winter."),
-]
 
 
 @pytest.fixture(scope="module")
 def retriever(tmp_path_factory):
-    d = tmp_path_factory.mktemp("twohop")
-    corpus = d / "docs.jsonl"
-    corpus.write_text("".join(json.dumps({"id": i, "title": t, "text": x}) + "\n" for i, t, x in DOCS))
-    return index_corpus(corpus, d / "idx", IndexConfig(retrievers=["bm25"]), progress=False).retriever("bm25")
-
-
-def numbered(user: str) -> dict[str, int]:
-    """Document titles shown to the reflector -> their numbers."""
-    return {t: int(n) for n, t in re.findall(r"^\[(\d+)\] (.*)$", user, re.M)}
+    return bm25_retriever(tmp_path_factory.mktemp("twohop"), DOCS)
 
 
 def reflect_facts(user: str) -> dict:

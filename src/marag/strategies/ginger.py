@@ -48,8 +48,8 @@ from marag.agents.ginger import (
     PointInput,
     PointwiseJudge,
     ProvisionalAnswer,
-    Rewriter,
     RewriteInput,
+    Rewriter,
     TagInput,
     search_strings,
     spans,
@@ -58,7 +58,12 @@ from marag.errors import MaragError
 from marag.index.base import Hit
 from marag.index.facets import check_clusterer, cluster_facets
 from marag.index.fusion import rrf
-from marag.strategies.base import STRATEGIES, AnsweringConfig, Strategy, register_variant
+from marag.strategies.base import (
+    STRATEGIES,
+    AnsweringConfig,
+    Strategy,
+    register_variant,
+)
 from marag.trace import step
 
 
