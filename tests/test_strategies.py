@@ -106,6 +106,19 @@ def test_answerer_fallback_strips_a_torn_json_prefix():
     assert empty.answer == FALLBACK_ANSWER
 
 
+def test_short_answers_lose_copied_source_marks_long_answers_keep_them():
+    from marag.agents.answerer import ANSWER_STYLES
+
+    llm = ScriptedLLM([{"answer": "The Hukilau Song [Honolulu County, Hawaii#0]"}, {"answer": "Paris [1, 2]"}, {"answer": "[3]"}])
+    trace = Trace()
+    with activate(trace):
+        got = [asyncio.run(Answerer()(llm, AnswerInput(question="q"))).answer for _ in range(3)]
+    assert got == ["The Hukilau Song", "Paris", "[3]"]  # an answer that is only a mark stays as it was
+    assert trace.steps[0].outputs == {"answer": "The Hukilau Song"}  # the trace shows what was returned
+    long = Answerer(ANSWER_STYLES["long"])
+    assert long.finish(long.Output(answer="Paris is the capital [1].")).answer == "Paris is the capital [1]."
+
+
 def test_run_many_keeps_order_and_separate_traces(sample_index):
     llm = ScriptedLLM(fn=lambda msgs, out: {"answer": msgs[-1]["content"].split("Question: ")[1].split("\n")[0]})
     strat = make_strategy("vanilla_rag", llm, sample_index.retriever("bm25"))

@@ -64,6 +64,10 @@ class AnswerOutput(BaseModel):
 
 
 FALLBACK_ANSWER = "I could not produce an answer."
+# Source marks a model copies from its prompt into the answer: "[Some title#0]" (a chunk
+# id) or "[2]", "[1, 3]" (passage numbers). Sources are reported beside the answer, and
+# in a short answer the marks only cost exact match and F1.
+_SOURCE_MARK = re.compile(r"\s*\[(?:[^\[\]\n]{1,200}#\d+|\d+(?:\s*,\s*\d+)*)\]")
 _ANSWER_PREFIX = re.compile(r'^\{\s*"answer"\s*:\s*"?')
 
 
@@ -78,6 +82,14 @@ class StyledAnswer:
         self.style = style or SHORT
         self.Output = narrowed(AnswerOutput, "answer", max_length=self.style.max_chars)
         self.max_tokens = self.style.max_tokens
+
+    def finish(self, out: AnswerOutput) -> AnswerOutput:
+        """Short answers lose copied source marks (the sources are reported anyway);
+        long answers keep them."""
+        if self.style.name != "short":
+            return out
+        clean = _SOURCE_MARK.sub("", out.answer).strip()
+        return out.model_copy(update={"answer": clean or out.answer})
 
     def salvage(self, error: StructuredOutputError, default: str = FALLBACK_ANSWER) -> AnswerOutput:
         raw = _ANSWER_PREFIX.sub("", " ".join(error.raw.split())).strip(' "}')

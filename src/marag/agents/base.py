@@ -55,6 +55,10 @@ class Agent(Generic[I, O]):
         """What the agent returns when the model's output is unusable."""
         raise error
 
+    def finish(self, out: O) -> O:
+        """The last word on a parsed or fallback output (default: unchanged)."""
+        return out
+
     async def __call__(self, llm: LLM, inp: I, temperature: float = 0.0, seed: int | None = None) -> O:
         with step(self.name, **inp.model_dump(mode="json")) as s:
             try:
@@ -71,5 +75,6 @@ class Agent(Generic[I, O]):
                 # skipped: the budget was spent, so no call was made (not the model's fault)
                 s.status = "skipped" if isinstance(exc, BudgetExhausted) else "fallback"
                 s.error = str(exc).splitlines()[0]
+            out = self.finish(out)
             s.outputs = out.model_dump(mode="json")
             return out
