@@ -171,6 +171,8 @@ def quality_tables(groups: dict[str, list[dict]], metrics: list[str], baseline: 
 
 def settings_section(runs: list["Run"], label_run: bool) -> list[str]:
     """What each strategy ran with, so a number can be read with its settings."""
+    from marag.strategies import STRATEGIES
+
     parts = ["## Settings", ""]
     for run in runs:
         cfg, meta = run.config, run.meta
@@ -181,11 +183,11 @@ def settings_section(runs: list["Run"], label_run: bool) -> list[str]:
         for name, settings in (meta.get("strategy_settings") or {}).items():
             shown = ", ".join(f"{k}={json.dumps(v)}" for k, v in settings.items() if k != "role_llms" or v)
             extra = ""
-            if "paper" in settings:
-                from marag.strategies.mrag import MRAGConfig
-
-                on = MRAGConfig.model_validate(settings).additions()
-                extra = " — paper's behaviour only" if not on else f" — our additions on: {', '.join(on)}"
+            if "paper" in settings:  # a strategy with a paper mode names the additions that were on
+                config_class = getattr(STRATEGIES.get(name), "Config", None) if name in STRATEGIES else None
+                if config_class is not None and hasattr(config_class, "additions"):
+                    on = config_class.model_validate(settings).additions()
+                    extra = " — paper's behaviour only" if not on else f" — our additions on: {', '.join(on)}"
             parts.append(f"- {prefix}{name}{extra}: {shown}")
     return parts + [""]
 
