@@ -177,3 +177,15 @@ def test_bertopic_groups_planted_facets():
 
 def test_outliers_become_facets_of_their_own():
     assert singletons_for_outliers(np.array([3, -1, 3, 0, -1])).tolist() == [0, 1, 0, 2, 3]
+
+
+def test_no_verified_nugget_falls_back_to_each_passages_closest_sentence(index):
+    untagged = lambda u: {"tagged": re.search(r"^Passage: (.*)$", u, re.M).group(1)}  # exact copy, nothing tagged
+    ans = asyncio.run(make_strategy("ginger", scripted(Tagged=untagged), index.retriever(), {"k": 4, "m": 3}).run(Q))
+    fallback = [s for s in ans.trace.steps if s.agent == "nugget_fallback"]
+    assert len(fallback) == 1 and len(fallback[0].outputs["nuggets"]) == 3
+    assert ans.answer.strip() and ans.details["sentences"]
+    sources = {s.chunk_id for s in ans.sources}
+    assert sources and sources <= {c for s in ans.details["sentences"] for c in s["passages"]}
+    off = asyncio.run(make_strategy("ginger", scripted(Tagged=untagged), index.retriever(), {"k": 4, "m": 3, "nugget_fallback": False}).run(Q))
+    assert off.answer == "" and not [s for s in off.trace.steps if s.agent == "nugget_fallback"]

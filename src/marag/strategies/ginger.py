@@ -13,7 +13,9 @@ attribution, by a pipeline of small steps.
    pass from the bottom up, k-1 comparisons, so the cost is bounded and reported.
 4. Nugget detection on the top `m` (10) passages: the model copies each passage with
    <n>...</n> around the relevant spans; a copy that changes the text is rejected and
-   asked for again once; spans keep their passage id.
+   asked for again once; spans keep their passage id. When no passage gives a verified
+   span (`nugget_fallback`, ours; small models rarely copy a passage exactly), each
+   passage's sentence closest to the question stands in, so the answer is not empty.
 5. Clustering: nuggets embedded and grouped into facets (`clusterer`: average-linkage
    agglomerative on cosine distance cut at `cluster_threshold` by default, or BERTopic,
    the paper's choice, as an optional extra; `marag.index.facets`); facets ranked by
@@ -30,6 +32,7 @@ so the stages of many questions keep the model busy together.
 from __future__ import annotations
 
 import asyncio
+import re
 from typing import Any, Literal
 
 import numpy as np
@@ -80,6 +83,7 @@ class GingerConfig(AnsweringConfig):
     m: int = Field(default=10, ge=1, le=40)  # passages for nugget detection
     passage_chars: int = Field(default=600, ge=100, le=3000)
     clusterer: str = "agglomerative"  # a name in marag.index.facets.FACET_CLUSTERERS ("bertopic": optional extra)
+    nugget_fallback: bool = True  # ours: no verified span anywhere -> each passage's closest sentence
     cluster_threshold: float = Field(default=0.5, gt=0.0, le=2.0)  # average-linkage cosine distance cut
     summary_words: int = Field(default=35, ge=5, le=100)
     max_words: int = Field(default=150, ge=10, le=1000)
@@ -189,7 +193,26 @@ class Ginger(Strategy):
     # -- 4. nuggets ---------------------------------------------------------------------------
     async def _nuggets(self, question: str, top: list[Hit]) -> list[tuple[str, str]]:
         found = await asyncio.gather(*(self._detect(question, h) for h in top))
-        return [(text, h.chunk_id) for h, texts in zip(top, found) for text in texts]
+        nuggets = [(text, h.chunk_id) for h, texts in zip(top, found) for text in texts]
+        if nuggets or not top or not self.config.nugget_fallback:
+            return nuggets
+        return await asyncio.to_thread(self._closest_sentences, question, top)
+
+    def _closest_sentences(self, question: str, top: list[Hit]) -> list[tuple[str, str]]:
+        """No passage gave a verified span (a small model rarely copies a passage exactly
+        and tags it): each passage's sentence closest to the question stands in, so the
+        answer is still grounded in, and attributed to, the passages rather than empty."""
+        with step("nugget_fallback", passages=len(top)) as s:
+            dense = self.index.retriever("dense")
+            q = dense.embed_queries([question])[0]
+            picked = []
+            for h in top:
+                sentences = [x for x in _SENTENCE.split(self._text(h)) if len(x.split()) >= 4] or [self._text(h)]
+                vecs = np.asarray(dense.embedder.embed(sentences), dtype=np.float32)
+                scores = vecs @ q / (np.linalg.norm(vecs, axis=1).clip(1e-12) * max(float(np.linalg.norm(q)), 1e-12))
+                picked.append((sentences[int(np.argmax(scores))].strip(), h.chunk_id))  # ties: the earlier sentence
+            s.outputs = {"nuggets": [t for t, _ in picked]}
+        return picked
 
     async def _detect(self, question: str, hit: Hit) -> list[str]:
         passage = self._text(hit)
@@ -249,6 +272,9 @@ class Ginger(Strategy):
 
     async def _call(self, agent, inp):
         return await agent(self.llm, inp, self.config.temperature, self.config.seed)
+
+
+_SENTENCE = re.compile(r"(?<=[.!?])\s+")
 
 
 def limit_words(sentences: list[dict[str, Any]], max_words: int) -> list[dict[str, Any]]:
