@@ -305,3 +305,22 @@ def test_pruned_search_equals_the_reference_and_skips_postings(k, monkeypatch):
     assert (read <= total).all()
     if k <= 10:  # fewer chunks hold the rare terms than 40: then nothing can be skipped
         assert read[0] < total[0] and read[1] < total[1]
+
+
+def test_remembered_query_words_give_the_same_rankings_after_the_memory_overflows(hotpot):
+    """Query words are analysed once and remembered per index; a small bound forces the
+    memory to start over mid-batch, which must not change any ranking."""
+    chunks, queries = hotpot
+    fresh = BM25Retriever.from_chunks(chunks, k1=K1, b=B)
+    expected = fresh.search_batch(queries, k=10)
+    tiny = BM25Retriever(chunks, fresh.model)
+    tiny.word_cache_size = 12
+    # Stop words, repeats, words the corpus lacks and mixed case, then the real queries.
+    odd = ["the THE the of", "Zzyzx qwertyuiop", "Film film FILMS"]
+    for _ in range(2):  # the second time, every word is remembered (or the memory restarted)
+        got = tiny.search_batch(odd + queries, k=10)
+        assert got[3:] == expected
+        assert got[:3] == fresh.search_batch(odd, k=10)
+        assert len(tiny._word_ids) <= max(12, len({w for q in odd + queries for w in q.lower().split()}) * 2)
+    assert got[0] == [] and got[1] == []  # only stop words / only unknown words: no hits
+    assert [h.chunk_id for h in got[2]] == [h.chunk_id for h in fresh.search("film", k=10)]

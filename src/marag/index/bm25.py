@@ -69,10 +69,12 @@ class _Analyzer:
         called (and its lock taken) once per batch rather than once per text."""
         stop = self._stop
         words = [[w for w in _TOKEN.findall(text.lower()) if w not in stop] for text in texts]
-        flat = [w for ws in words for w in ws]
+        return self.flat_words([w for ws in words for w in ws])[0], [len(ws) for ws in words]
+
+    def flat_words(self, words: list[str]) -> tuple[list[str], int]:
+        """Stems of words already split, lower-cased and stripped of stop words."""
         with self._lock:
-            stems = self._stemmer.stemWords(flat)
-        return stems, [len(ws) for ws in words]
+            return self._stemmer.stemWords(words), len(words)
 
 
 _analyzer: _Analyzer | None = None
@@ -101,6 +103,8 @@ class BM25Retriever(BaseRetriever):
     #: Queries whose terms have fewer postings than this in all skip dynamic pruning: its
     #: bookkeeping costs more than reading a few thousand postings.
     prune_from: int = 4096
+    #: Distinct query words whose term ids are remembered (see `_query_terms`).
+    word_cache_size: int = 200_000
 
     def __init__(
         self, chunks: Sequence[Chunk], model: "bm25s.BM25", n_threads: int = 1, name: str | None = None
@@ -115,6 +119,7 @@ class BM25Retriever(BaseRetriever):
         self.n_threads = n_threads
         self._allowed_arr: np.ndarray | None = None
         self._term_max_arr: np.ndarray | None = None  # shared by restricted copies once made
+        self._word_ids: dict[str, int] = {}  # query word -> term id, -1 for none (shared by copies)
 
     @property
     def k1(self) -> float:
@@ -264,12 +269,30 @@ class BM25Retriever(BaseRetriever):
     def _query_terms(self, queries: list[str]) -> tuple[np.ndarray, np.ndarray]:
         """Term ids of all queries in one array, query i's at flat[pointers[i]:pointers[i+1]].
         Repeated terms count once per occurrence, as in bm25s; unknown terms score
-        nothing, and a query without a known term has no hits."""
-        stems, lengths = analyzer().flat(queries)
-        lookup = self.model.vocab_dict.get
-        ids = np.fromiter((lookup(t, -1) for t in stems), dtype=np.int64, count=len(stems))
+        nothing, and a query without a known term has no hits.
+
+        A word's term id depends on nothing but the word (stop word, stem, this index's
+        vocabulary), so each distinct word is analysed once and remembered: agents and
+        evaluations ask many queries in a few hundred words, and analysing them again
+        cost more than the search itself on small corpora."""
+        words = [_TOKEN.findall(q.lower()) for q in queries]
+        cache = self._word_ids
+        missing = {w for ws in words for w in ws if w not in cache}
+        if missing:
+            if len(cache) + len(missing) > self.word_cache_size:
+                # Bounded memory: start over (rare; the words asked about again return).
+                self._word_ids = cache = {}
+                missing = {w for ws in words for w in ws}
+            ordered = sorted(missing)
+            stop = analyzer()._stop
+            kept = [w for w in ordered if w not in stop]
+            stems, _ = analyzer().flat_words(kept)
+            vocab = self.model.vocab_dict
+            cache.update(dict.fromkeys(ordered, -1))
+            cache.update({w: vocab.get(stem, -1) for w, stem in zip(kept, stems)})
+        ids = np.fromiter((cache[w] for ws in words for w in ws), dtype=np.int64, count=sum(map(len, words)))
         known = ids >= 0
-        per_query = np.bincount(np.repeat(np.arange(len(queries)), lengths)[known], minlength=len(queries))
+        per_query = np.bincount(np.repeat(np.arange(len(queries)), [len(ws) for ws in words])[known], minlength=len(queries))
         pointers = np.zeros(len(queries) + 1, dtype=np.int64)
         np.cumsum(per_query, out=pointers[1:])
         return ids[known], pointers

@@ -189,7 +189,7 @@ class HybridRetriever(BaseRetriever):
                 if not ranked.extra:
                     rankings.append(ranked)
                     continue
-                hits = [member._hits(ranked, i) for i in range(len(queries))]
+                hits = member._pages(ranked)
             elif isinstance(member, BaseRetriever):
                 hits = member._search_batch(queries, n, 0)
             else:

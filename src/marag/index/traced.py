@@ -50,8 +50,9 @@ class Ranked(NamedTuple):
     extra: tuple[Hit, ...] = ()
 
 
-def trusted_constructor(model: type[M], probe: dict[str, Any]) -> Callable[[dict[str, Any]], M]:
-    """A function values -> `model` instance that skips pydantic validation.
+class TrustedConstructor:
+    """Build `model` instances from values without pydantic validation: `make(values)`
+    for one, `make.many(rows)` for a list (one Python call for a whole page of hits).
 
     For values this module builds from already validated records (a Chunk's fields, a
     float score), validating again only costs time: `Hit(...)` takes ~2.7 us, and ten
@@ -61,35 +62,62 @@ def trusted_constructor(model: type[M], probe: dict[str, Any]) -> Callable[[dict
     instance built from `probe` that way is indistinguishable from a validated one, so
     a pydantic release that changes its internals falls back to validation instead of
     producing broken objects."""
-    fields = frozenset(model.model_fields)
-    new = model.__new__
-    try:
-        # The slots' own descriptors: calling them skips the attribute lookup that
-        # object.__setattr__ repeats on every call (~30% of a hit's cost).
-        set_dict, set_fields, set_extra, set_private = (
-            _slot_setter(model, name)
-            for name in ("__dict__", "__pydantic_fields_set__", "__pydantic_extra__", "__pydantic_private__")
-        )
-    except LookupError:
-        return lambda values: model(**values)
 
-    def fast(values: dict[str, Any]) -> M:
-        obj = new(model)
-        set_dict(obj, values)
-        set_fields(obj, set(fields))
-        set_extra(obj, None)
-        set_private(obj, None)
-        return obj
+    def __init__(self, model: type[M], probe: dict[str, Any]):
+        self.model = model
+        fields = frozenset(model.model_fields)
+        try:
+            # The slots' own descriptors: calling them skips the attribute lookup that
+            # object.__setattr__ repeats on every call (~30% of a hit's cost).
+            self._setters = tuple(
+                _slot_setter(model, name)
+                for name in ("__dict__", "__pydantic_fields_set__", "__pydantic_extra__", "__pydantic_private__")
+            )
+        except LookupError:
+            self._setters = None
+        # Every instance gets every field, so all share one fields-set: pydantic only
+        # ever adds names to it (on assignment), and they are all in it already;
+        # copies (model_copy, pickle) take their own.
+        self._all_set = set(fields)
+        if self._setters is not None:
+            try:
+                a, b = self._fast([dict(probe)])[0], model(**probe)
+                same = a == b and a.model_dump() == b.model_dump() and a.model_fields_set == b.model_fields_set
+            except Exception:  # noqa: BLE001 - any surprise means: validate
+                same = False
+            if not (same and set(probe) == fields):
+                self._setters = None
 
-    def validated(values: dict[str, Any]) -> M:
-        return model(**values)
+    @property
+    def fast(self) -> bool:
+        """Whether instances skip validation (False: pydantic validates each)."""
+        return self._setters is not None
 
-    try:
-        a, b = fast(dict(probe)), validated(dict(probe))
-        same = a == b and a.model_dump() == b.model_dump() and a.model_fields_set == b.model_fields_set
-    except Exception:  # noqa: BLE001 - any surprise means: validate
-        same = False
-    return fast if same and set(probe) == fields else validated
+    def _fast(self, rows: Iterable[dict[str, Any]]) -> list[M]:
+        set_dict, set_fields, set_extra, set_private = self._setters  # type: ignore[misc]
+        new, model, all_set, out = object.__new__, self.model, self._all_set, []
+        append = out.append
+        for values in rows:
+            obj = new(model)
+            set_dict(obj, values)
+            set_fields(obj, all_set)
+            set_extra(obj, None)
+            set_private(obj, None)
+            append(obj)
+        return out
+
+    def many(self, rows: Iterable[dict[str, Any]]) -> list[M]:
+        if self._setters is None:
+            return [self.model(**values) for values in rows]
+        return self._fast(rows)
+
+    def __call__(self, values: dict[str, Any]) -> M:
+        return self.many((values,))[0]
+
+
+def trusted_constructor(model: type[M], probe: dict[str, Any]) -> TrustedConstructor:
+    """See `TrustedConstructor`."""
+    return TrustedConstructor(model, probe)
 
 
 def _slot_setter(model: type, name: str) -> Callable[[Any, Any], None]:
@@ -172,7 +200,7 @@ class BaseRetriever:
         self._allowed: np.ndarray | None = None
         # Per chunk position: its hit's fields, made on first use (see _hits). Restricted
         # copies share the list.
-        self._templates: list[dict[str, Any] | None] | None = None
+        self._templates: list[tuple[str, str, str, str] | None] | None = None
 
     # -- to implement (one of the two) ---------------------------------------------------
     def _rank(self, queries: list[str], want: int) -> Ranked:
@@ -180,8 +208,7 @@ class BaseRetriever:
         raise NotImplementedError
 
     def _search_batch(self, queries: list[str], k: int, offset: int) -> list[list[Hit]]:
-        ranked = self._rank(queries, offset + k)
-        return [self._hits(ranked, i, offset) for i in range(len(queries))]
+        return self._pages(self._rank(queries, offset + k), offset)
 
     @classmethod
     def ranks(cls) -> bool:
@@ -252,32 +279,42 @@ class BaseRetriever:
     def _hit(self, position: int, score: float) -> Hit:
         return hit_of(self.chunks[position], float(score))
 
-    def _hits(self, ranked: Ranked, row: int, offset: int = 0) -> list[Hit]:
-        """Hits for query `row` of `ranked`, from rank `offset` on."""
-        end = int(ranked.counts[row])
+    def _pages(self, ranked: Ranked, offset: int = 0) -> list[list[Hit]]:
+        """Each query's hits in `ranked`, from rank `offset` on: made in one pass over the
+        whole batch (per query, the Python calls would cost more than the hits)."""
+        counts = ranked.counts.tolist()
         # tolist() turns numpy scalars into Python ints and floats in one call.
-        positions = ranked.positions[row, offset:end].tolist()
-        scores = ranked.scores[row, offset:end].tolist()
+        positions = ranked.positions[:, offset:].tolist()
+        scores = ranked.scores[:, offset:].tolist()
         if ranked.extra:
             size = len(self.chunks)
             return [
-                self._hit(p, s) if p < size else ranked.extra[p - size].model_copy(update={"score": s})
-                for p, s in zip(positions, scores)
+                [
+                    self._hit(p, s) if p < size else ranked.extra[p - size].model_copy(update={"score": s})
+                    for p, s in zip(ps[: max(0, n - offset)], ss)
+                ]
+                for ps, ss, n in zip(positions, scores, counts)
             ]
-        # A hit's fields but the score are its chunk's: they are copied from a dict made
-        # once per chunk (on its first hit), which costs half of reading a pydantic
-        # Chunk's attributes again for every hit.
+        # A hit's fields but the score are its chunk's: they are read once per chunk (on
+        # its first hit), which costs half of reading a pydantic Chunk's attributes again
+        # for every hit.
         if self._templates is None:
             self._templates = [None] * len(self.chunks)
-        templates, make, out = self._templates, _new_hit, []
-        for p, s in zip(positions, scores):
-            fields = templates[p]
-            if fields is None:
-                c = self.chunks[p]
-                fields = templates[p] = {"doc_id": c.doc_id, "chunk_id": c.id, "score": 0.0, "text": c.text, "title": c.title}
-            fields = fields.copy()
-            fields["score"] = s
-            out.append(make(fields))
+        templates, chunks, rows, sizes = self._templates, self.chunks, [], []
+        for ps, ss, n in zip(positions, scores, counts):
+            n = max(0, n - offset)
+            sizes.append(n)
+            for p, s in zip(ps[:n], ss):
+                fields = templates[p]
+                if fields is None:
+                    c = chunks[p]
+                    fields = templates[p] = (c.doc_id, c.id, c.text, c.title)
+                rows.append({"doc_id": fields[0], "chunk_id": fields[1], "score": s, "text": fields[2], "title": fields[3]})
+        hits = _new_hit.many(rows)
+        out, start = [], 0
+        for n in sizes:
+            out.append(hits[start : start + n])
+            start += n
         return out
 
     def __repr__(self) -> str:
