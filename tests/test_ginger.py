@@ -189,3 +189,22 @@ def test_no_verified_nugget_falls_back_to_each_passages_closest_sentence(index):
     assert sources and sources <= {c for s in ans.details["sentences"] for c in s["passages"]}
     off = asyncio.run(make_strategy("ginger", scripted(Tagged=untagged), index.retriever(), {"k": 4, "m": 3, "nugget_fallback": False}).run(Q))
     assert off.answer == "" and not [s for s in off.trace.steps if s.agent == "nugget_fallback"]
+
+
+def test_paper_mode_has_no_fallback_and_reads_whole_passages(index):
+    untagged = lambda u: {"tagged": re.search(r"^Passage: (.*)$", u, re.M).group(1)}
+    strat = make_strategy("ginger_paper", scripted(Tagged=untagged), index.retriever(), {"k": 4, "m": 3})
+    assert strat.config.paper and not strat.config.nugget_fallback and strat.config.passage_chars == 3000
+    ans = asyncio.run(strat.run(Q))
+    assert ans.answer == "" and not [s for s in ans.trace.steps if s.agent == "nugget_fallback"]
+    # Whole passages reach the nugget detector (the default clips them at 600 characters).
+    seen: list[str] = []
+
+    def recording(user: str) -> dict:
+        seen.append(re.search(r"^Passage: (.*)$", user, re.M).group(1))
+        return tagger(user)
+
+    for name, longest in (("ginger_paper", lambda n: n > 600), ("ginger", lambda n: n <= 600)):
+        seen.clear()
+        ans = asyncio.run(make_strategy(name, scripted(Tagged=recording), index.retriever(), {"k": 4, "m": 4}).run(Q))
+        assert ans.answer and longest(max(map(len, seen)))

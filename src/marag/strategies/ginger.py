@@ -23,6 +23,13 @@ attribution, by a pipeline of small steps.
 6. Summaries: one sentence (~`summary_words` words) per top cluster from its nuggets
    only, until `max_words` would be exceeded; then a fluency rewrite that keeps one
    sentence per facet (rejected if it changes the count), trimmed to `max_words`.
+Our additions (each off with `paper=true`): `nugget_fallback`, and passages clipped to
+`passage_chars` (600) in every prompt (the paper passes whole passages; with
+`paper=true` they are clipped only at 3,000 characters, the longest setting). Passages
+that fail the tag check are asked for once more, a fluency rewrite that changes the
+number of sentences is dropped for the summaries as written: those are the fallbacks
+the method needs, not additions.
+
 The answer is the sentences joined; `details["sentences"]` gives each with the ids of
 the passages its nuggets came from. Within a question the passages' nugget detections
 and the facets' summaries run concurrently; `marag eval` runs questions concurrently,
@@ -36,7 +43,7 @@ import re
 from typing import Any, Literal
 
 import numpy as np
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from marag.agents.documents import doc_from_hit
 from marag.agents.ginger import (
@@ -89,6 +96,18 @@ class GingerConfig(AnsweringConfig):
     max_words: int = Field(default=150, ge=10, le=1000)
     temperature: float = 0.0
     seed: int | None = None
+    paper: bool = False  # only the paper's behaviour: PAPER_SETTINGS
+
+    @model_validator(mode="before")
+    @classmethod
+    def _paper_mode(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("paper"):
+            return {**data, **PAPER_SETTINGS}
+        return data
+
+
+# What `paper=true` sets: every addition of ours off (see the module docstring).
+PAPER_SETTINGS: dict[str, Any] = {"nugget_fallback": False, "passage_chars": 3000}
 
 
 @STRATEGIES.register("ginger")
@@ -293,3 +312,4 @@ def limit_words(sentences: list[dict[str, Any]], max_words: int) -> list[dict[st
 
 
 register_variant(Ginger, "ginger_no_rewrite", "GINGER without query rewriting.", rewriting=False)
+register_variant(Ginger, "ginger_paper", "GINGER with only the paper's behaviour (no nugget fallback, whole passages).", paper=True)
