@@ -7,7 +7,7 @@ import asyncio
 import time
 from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from marag.agents.answerer import ANSWER_STYLES, AnswerStyle
 from marag.index.base import Hit, Retriever
@@ -72,6 +72,24 @@ class AnsweringConfig(StrategyConfig):
 
     def style(self) -> AnswerStyle:
         return ANSWER_STYLES[self.answer_style].with_max_chars(self.answer_max_chars)
+
+
+class PaperSwitch(BaseModel):
+    """For a config with a `paper: bool` field: `paper=true` sets `paper_settings` (every
+    addition of ours off, over whatever else was given), and `additions()` names the
+    additions that are on, for reports that must say which variant a number is from."""
+
+    paper_settings: ClassVar[dict[str, Any]] = {}
+
+    @model_validator(mode="before")
+    @classmethod
+    def _paper_mode(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("paper"):
+            return {**data, **cls.paper_settings}
+        return data
+
+    def additions(self) -> list[str]:
+        return [k for k, paper in self.paper_settings.items() if getattr(self, k) != paper]
 
 
 class Strategy:

@@ -40,10 +40,10 @@ from __future__ import annotations
 
 import asyncio
 import re
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import numpy as np
-from pydantic import Field, model_validator
+from pydantic import Field
 
 from marag.agents.documents import doc_from_hit
 from marag.agents.ginger import (
@@ -71,13 +71,19 @@ from marag.index.fusion import rrf
 from marag.strategies.base import (
     STRATEGIES,
     AnsweringConfig,
+    PaperSwitch,
     Strategy,
     register_variant,
 )
 from marag.trace import step
 
 
-class GingerConfig(AnsweringConfig):
+# What `paper=true` sets: every addition of ours off (see the module docstring).
+PAPER_SETTINGS: dict[str, Any] = {"nugget_fallback": False, "passage_chars": 3000}
+
+
+class GingerConfig(PaperSwitch, AnsweringConfig):
+    paper_settings: ClassVar[dict[str, Any]] = PAPER_SETTINGS
     answer_style: Literal["short", "long"] = "long"
     rewriting: bool = True
     rewrites: int = Field(default=3, ge=1, le=6)
@@ -98,16 +104,6 @@ class GingerConfig(AnsweringConfig):
     seed: int | None = None
     paper: bool = False  # only the paper's behaviour: PAPER_SETTINGS
 
-    @model_validator(mode="before")
-    @classmethod
-    def _paper_mode(cls, data: Any) -> Any:
-        if isinstance(data, dict) and data.get("paper"):
-            return {**data, **PAPER_SETTINGS}
-        return data
-
-
-# What `paper=true` sets: every addition of ours off (see the module docstring).
-PAPER_SETTINGS: dict[str, Any] = {"nugget_fallback": False, "passage_chars": 3000}
 
 
 @STRATEGIES.register("ginger")

@@ -67,9 +67,9 @@ was spent.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, field_validator
 
 from marag.agents.base import Agent
 from marag.agents.mrag import (
@@ -103,7 +103,7 @@ from marag.index.memory import SearchMemory, query_terms
 from marag.llm.base import LLM
 from marag.llm.budget import budget_spent, grace
 from marag.llm.factory import LLMConfig, make_llm
-from marag.strategies.base import STRATEGIES, AnsweringConfig, Strategy, register_variant
+from marag.strategies.base import STRATEGIES, AnsweringConfig, PaperSwitch, Strategy, register_variant
 from marag.trace import current_trace, step
 
 ROLES = ("coordinator", "planner", "searcher", "summarizer", "reasoner", "validator", "answerer", "reviser")
@@ -127,7 +127,8 @@ PAPER_SETTINGS: dict[str, Any] = {
 }
 
 
-class MRAGConfig(AnsweringConfig):
+class MRAGConfig(PaperSwitch, AnsweringConfig):
+    paper_settings: ClassVar[dict[str, Any]] = PAPER_SETTINGS
     max_agent_calls: int = Field(default=30, ge=1)  # agents the coordinator may run per question
     docs_per_step: int = Field(default=2, ge=1)  # documents per searcher page
     query_reuse_limit: int = Field(default=5, ge=1)  # pages one query may read
@@ -156,13 +157,6 @@ class MRAGConfig(AnsweringConfig):
     seed: int | None = None
     role_llms: dict[str, dict[str, Any]] = Field(default_factory=dict)  # role -> LLMConfig fields
 
-    @model_validator(mode="before")
-    @classmethod
-    def _paper_mode(cls, data: Any) -> Any:
-        if isinstance(data, dict) and data.get("paper"):
-            return {**data, **PAPER_SETTINGS}
-        return data
-
     @field_validator("role_llms", "role_temperatures")
     @classmethod
     def _known_roles(cls, v: dict[str, Any]) -> dict[str, Any]:
@@ -170,9 +164,6 @@ class MRAGConfig(AnsweringConfig):
             raise ValueError(f"unknown role(s) {unknown}: choose among {', '.join(ROLES)}")
         return v
 
-    def additions(self) -> list[str]:
-        """Our additions that are on, by name (for reports: which "mrag" this is)."""
-        return [k for k, paper in PAPER_SETTINGS.items() if getattr(self, k) != paper]
 
 
 @dataclass

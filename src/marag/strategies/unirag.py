@@ -24,9 +24,9 @@ search for the question: small models answer at once from nothing).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
-from pydantic import Field, model_validator
+from pydantic import Field
 
 from marag.agents.documents import doc_from_hit
 from marag.agents.queries import clean_query
@@ -48,13 +48,14 @@ from marag.index.base import Hit
 from marag.index.memory import SearchMemory
 from marag.index.rerank import EmbeddingReranker
 from marag.llm.budget import budget_spent, grace
-from marag.strategies.base import STRATEGIES, AnsweringConfig, Strategy, register_variant
+from marag.strategies.base import STRATEGIES, AnsweringConfig, PaperSwitch, Strategy, register_variant
 from marag.trace import step
 
 PAPER_SETTINGS: dict[str, Any] = {"memory": False, "clean_queries": False, "search_first": False}
 
 
-class UniRAGConfig(AnsweringConfig):
+class UniRAGConfig(PaperSwitch, AnsweringConfig):
+    paper_settings: ClassVar[dict[str, Any]] = PAPER_SETTINGS
     k: int = Field(default=8, ge=1, le=20)  # documents per search (the paper: 8, or 12)
     max_searches: int = Field(default=8, ge=1, le=20)  # hard cap on searches per question
     reflector: bool = True  # False: raw documents are the evidence (ablation)
@@ -70,13 +71,6 @@ class UniRAGConfig(AnsweringConfig):
     search_first: bool = True
     temperature: float = 0.0
     seed: int | None = None
-
-    @model_validator(mode="before")
-    @classmethod
-    def _paper_mode(cls, data: Any) -> Any:
-        if isinstance(data, dict) and data.get("paper"):
-            return {**data, **PAPER_SETTINGS}
-        return data
 
 
 @STRATEGIES.register("unirag")
