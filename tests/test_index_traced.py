@@ -55,3 +55,16 @@ def test_search_records_built_fast_equal_validated_ones():
     }
     assert make(dict(values)) == SearchCall(**values)
     assert make(dict(values)).model_dump_json() == SearchCall(**values).model_dump_json()
+
+
+def test_hits_of_a_batch_are_independent_objects():
+    from marag.index.bm25 import BM25Retriever
+
+    chunks = [Chunk(id=f"d{i}#0", doc_id=f"d{i}", text=f"apple pie number {i}", title="") for i in range(4)]
+    pages = BM25Retriever.from_chunks(chunks).search_batch(["apple pie", "apple"], k=3)
+    a, b = pages[0][0], pages[1][0]
+    assert a is not b and a == Hit(**a.model_dump())
+    a.score = -1.0  # assignment touches this hit only
+    assert b.score > 0 and all(h.score > 0 for page in pages for h in page if h is not a)
+    assert a.model_fields_set == set(Hit.model_fields) and b.model_copy(update={"score": 9.0}).score == 9.0
+    assert [len(p) for p in pages] == [3, 3] and [h.chunk_id for h in pages[0]] == [h.chunk_id for h in pages[1]]

@@ -198,7 +198,7 @@ class BaseRetriever:
         self.name = name or self.kind
         # None = every chunk; otherwise a boolean mask over chunk positions.
         self._allowed: np.ndarray | None = None
-        # Per chunk position: its hit's fields, made on first use (see _hits). Restricted
+        # Per chunk position: its hit's fields, read on first use (see _pages). Restricted
         # copies share the list.
         self._templates: list[tuple[str, str, str, str] | None] | None = None
 
