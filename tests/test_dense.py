@@ -62,6 +62,10 @@ def test_exact_search_matches_brute_force():
     for q, hits in zip(qv, results):
         assert [int(h.doc_id[1:]) for h in hits] == brute_force(vectors, q, 10)
         assert all(a.score >= b.score for a, b in zip(hits, hits[1:]))
+    # A deep page (as the hybrid asks for) is selected above a partition cut instead of
+    # by a heap: the same ranking.
+    for q, hits in zip(qv, r.search_batch(queries, k=60)):
+        assert [int(h.doc_id[1:]) for h in hits] == brute_force(vectors, q, 60)
 
 
 def test_paging_and_ties_by_position():

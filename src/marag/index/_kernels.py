@@ -351,9 +351,38 @@ def text_scores(row, windows, out):
 
 
 @jit
-def dense_topk(scores, windows, texts, want):
+def above_cut(src, texts, want, cut, out_pos, out_scores):
+    """The best `want` chunks by src[texts[c]] when every one of them scores >= `cut`
+    (finite): the chunks at or above it, visited in position order, then a stable sort
+    by score, so equal scores keep position order. Returns how many."""
+    n = 0
+    for c in range(len(texts)):
+        v = src[texts[c]]
+        if v >= cut and np.isfinite(v):
+            n += 1
+    pos = np.empty(n, np.int64)
+    vals = np.empty(n, src.dtype)
+    n = 0
+    for c in range(len(texts)):
+        v = src[texts[c]]
+        if v >= cut and np.isfinite(v):
+            pos[n] = c
+            vals[n] = -v
+            n += 1
+    order = np.argsort(vals, kind="mergesort")
+    size = min(want, n)
+    for j in range(size):
+        out_pos[j] = pos[order[j]]
+        out_scores[j] = -vals[order[j]]
+    return size
+
+
+@jit
+def dense_topk(scores, windows, texts, want, cuts):
     """For each row of `scores` (one column per vector), the best `want` chunks by their
-    text's score, ties by position. Non-finite scores are never returned."""
+    text's score, ties by position. Non-finite scores are never returned. `cuts[r]`, when
+    finite, is a score every one of row r's best chunks reaches (the caller's partition:
+    a deep page of a small corpus is cheaper sorted above it than kept in a heap)."""
     n_rows, n_chunks = scores.shape[0], len(texts)
     want = min(want, n_chunks)
     one_each = scores.shape[1] == len(windows) - 1  # then column u is text u's score
@@ -365,6 +394,9 @@ def dense_topk(scores, windows, texts, want):
     heap_pos = np.empty(want, np.int64)
     for r in range(n_rows):
         src = scores[r] if one_each else text_scores(scores[r], windows, by_text)
+        if np.isfinite(cuts[r]):
+            counts[r] = above_cut(src, texts, want, cuts[r], out_pos[r], out_scores[r])
+            continue
         size = 0
         for c in range(n_chunks):
             v = src[texts[c]]

@@ -431,14 +431,28 @@ class DenseRetriever(BaseRetriever):
         matrix, layout = self._view()
         block = self.query_block
         parts = [
-            _kernels.dense_topk(q[a : a + block] @ matrix.T, layout.windows, layout.texts, want)
-            for a in range(0, len(q), block)
+            _kernels.dense_topk(s, layout.windows, layout.texts, want, self._cuts(s, layout, want))
+            for s in (q[a : a + block] @ matrix.T for a in range(0, len(q), block))
         ]
         ranked = Ranked(*parts[0]) if len(parts) == 1 else Ranked(*map(np.concatenate, zip(*parts)))
         if self._rows is not None and ranked.positions.size:
             positions = np.where(ranked.positions >= 0, self._rows[ranked.positions], -1)
             ranked = ranked._replace(positions=positions)
         return ranked
+
+    @staticmethod
+    def _cuts(scores: np.ndarray, layout: Layout, want: int) -> np.ndarray:
+        """Per row, a score all of its best `want` chunks reach, or NaN for "none known".
+
+        A deep page of a small corpus (the hybrid asks each member for its best 100) is
+        cheaper to select by numpy's partition and a sort of what lies above the cut
+        than by a heap of `want` in the kernel. With one vector per text, the want-th
+        best text score is such a cut: every text has at least one chunk."""
+        n_texts = scores.shape[1]
+        if want * 16 <= len(layout.texts) or want >= n_texts or n_texts != layout.n_texts or not np.isfinite(scores).all():
+            # (a non-finite score among the best would leave fewer than `want` above it)
+            return np.full(len(scores), np.nan, dtype=scores.dtype)
+        return np.partition(scores, n_texts - want, axis=1)[:, n_texts - want]
 
     def _rank_hnsw(self, q: np.ndarray, want: int) -> Ranked:
         """Chunks from the graph's best vectors. Several windows of one text can fill the
