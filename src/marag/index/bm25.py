@@ -69,12 +69,12 @@ class _Analyzer:
         called (and its lock taken) once per batch rather than once per text."""
         stop = self._stop
         words = [[w for w in _TOKEN.findall(text.lower()) if w not in stop] for text in texts]
-        return self.flat_words([w for ws in words for w in ws])[0], [len(ws) for ws in words]
+        return self.flat_words([w for ws in words for w in ws]), [len(ws) for ws in words]
 
-    def flat_words(self, words: list[str]) -> tuple[list[str], int]:
+    def flat_words(self, words: list[str]) -> list[str]:
         """Stems of words already split, lower-cased and stripped of stop words."""
         with self._lock:
-            return self._stemmer.stemWords(words), len(words)
+            return self._stemmer.stemWords(words)
 
 
 _analyzer: _Analyzer | None = None
@@ -286,7 +286,7 @@ class BM25Retriever(BaseRetriever):
             ordered = sorted(missing)
             stop = analyzer()._stop
             kept = [w for w in ordered if w not in stop]
-            stems, _ = analyzer().flat_words(kept)
+            stems = analyzer().flat_words(kept)
             vocab = self.model.vocab_dict
             cache.update(dict.fromkeys(ordered, -1))
             cache.update({w: vocab.get(stem, -1) for w, stem in zip(kept, stems)})
