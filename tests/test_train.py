@@ -8,6 +8,7 @@ import json
 
 import pytest
 
+from marag.errors import MaragError
 from marag.llm import ScriptedLLM
 from marag.train import TrainConfig, combine, examples, export, reward, sample, select, select_file
 
@@ -82,7 +83,25 @@ def test_sample_reward_select_export_with_resume(data_dir, tmp_path, monkeypatch
     rewards = [json.loads(x) for x in (directory / "rewards.jsonl").read_text().splitlines()]
     assert len(rewards) == 6 and len(calls) == 12  # R = 2 judge runs per trajectory
     assert {round(r["reward"], 3) for r in rewards} <= {0.8, 0.4}
+    with pytest.raises(MaragError, match="averaged over \\[2\\] judge runs, not 5"):  # no mixing of R on resume
+        asyncio.run(reward(cfg.model_copy(update={"judge_runs": 5}), directory, judge=llm, progress=False))
     chosen = [json.loads(x) for x in select_file(cfg, directory).read_text().splitlines()]
     assert len(chosen) == 6  # every trajectory of a question ties here: at most 3 per question
     sft = [json.loads(x) for x in export(cfg, directory).read_text().splitlines()]
     assert sft and {e["role"] for e in sft} <= set(cfg.trainable_roles) and "answerer" not in {e["role"] for e in sft}
+
+
+def test_finetune_resumes_only_its_own_checkpoints(tmp_path):
+    from marag.train.finetune import prepare_out
+
+    out, run = tmp_path / "lora", {"examples_sha256": "a", "rank": 16}
+    prepare_out(out, run)  # a new folder is made and stamped
+    (out / "checkpoint-20").mkdir()
+    prepare_out(out, run)  # same run: its checkpoint stays for the resume
+    assert (out / "checkpoint-20").is_dir()
+    with pytest.raises(MaragError, match="another fine-tuning run") as err:
+        prepare_out(out, {**run, "examples_sha256": "b"})  # new examples must not resume old weights
+    assert "--fresh" in err.value.hint and (out / "checkpoint-20").is_dir()
+    prepare_out(out, {**run, "examples_sha256": "b"}, fresh=True)
+    assert not (out / "checkpoint-20").exists()
+    assert json.loads((out / "run.json").read_text())["examples_sha256"] == "b"

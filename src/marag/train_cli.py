@@ -87,9 +87,11 @@ def finetune(
     steps: Annotated[int, typer.Option(help="Optimizer steps.")] = 40,
     rank: Annotated[int, typer.Option(help="LoRA rank.")] = 16,
     lr: Annotated[float, typer.Option(help="Learning rate.")] = 2e-4,
+    fresh: Annotated[bool, typer.Option(help="Delete the checkpoints of an earlier run instead of resuming it.")] = False,
 ) -> None:
-    """LoRA on the exported examples, on the CPU (needs the `train` extra)."""
+    """LoRA on the exported examples, on the CPU (needs the `train` extra); resumes
+    from the last checkpoint of the same run."""
     from marag.train.finetune import finetune as run
 
-    out = run(directory / "sft.jsonl", directory / "lora", model, steps=steps, rank=rank, lr=lr)
+    out = run(directory / "sft.jsonl", directory / "lora", model, steps=steps, rank=rank, lr=lr, fresh=fresh)
     typer.echo(json.dumps(out, indent=1))

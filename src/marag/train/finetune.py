@@ -16,8 +16,10 @@ which llama.cpp permutes), so their adapters carry over unchanged.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import random
+import shutil
 import time
 from pathlib import Path
 from typing import Any
@@ -52,18 +54,42 @@ def _encode(tok, messages: list[dict[str, Any]], max_len: int) -> tuple[list[int
     return full, [-100] * len(prompt) + full[len(prompt) :]
 
 
+def prepare_out(out: Path, fingerprint: dict[str, Any], fresh: bool = False) -> None:
+    """Make `out` ready for a run with `fingerprint`: keep its checkpoints when they
+    come from the same run, clear them when `fresh`, refuse otherwise."""
+    stamp = out / "run.json"
+    old = [p for p in out.glob("checkpoint-*") if p.is_dir()] if out.is_dir() else []
+    if old and fresh:
+        for p in old:
+            shutil.rmtree(p)
+    elif old and (not stamp.exists() or json.loads(stamp.read_text(encoding="utf-8")) != fingerprint):
+        raise MaragError(
+            f"{out} holds checkpoints of another fine-tuning run (other examples or settings)",
+            hint="pass --fresh to start over (the checkpoints are deleted), or move that folder away",
+        )
+    out.mkdir(parents=True, exist_ok=True)
+    tmp = stamp.with_suffix(".tmp")
+    tmp.write_text(json.dumps(fingerprint, indent=1, sort_keys=True), encoding="utf-8")
+    tmp.replace(stamp)
+
+
 def finetune(
     sft: str | Path, out: str | Path, model_path: str | Path | None = None, steps: int = 40, rank: int = 16,
     lr: float = 2e-4, batch: int = 4, max_len: int = 1024, save_every: int = 20, seed: int = 0, progress: bool = True,
+    fresh: bool = False,
 ) -> dict[str, Any]:  # fmt: skip
-    torch, LoraConfig, get_peft_model, AutoModelForCausalLM, AutoTokenizer = _imports()
-    from tqdm.auto import tqdm
-
     from marag.llm.llamacpp import default_model_path
 
     gguf = Path(model_path) if model_path else default_model_path()
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
+    if not Path(sft).is_file():
+        raise MaragError(f"no examples at {sft}", hint="export first: `marag train export --dir DIR`")
+    # Steps are left out on purpose: asking for more steps extends the same run.
+    prepare_out(out, {"examples_sha256": hashlib.sha256(Path(sft).read_bytes()).hexdigest(), "model": str(gguf.resolve()),
+                      "rank": rank, "lr": lr, "batch": batch, "max_len": max_len, "seed": seed}, fresh)  # fmt: skip
+    torch, LoraConfig, get_peft_model, AutoModelForCausalLM, AutoTokenizer = _imports()
+    from tqdm.auto import tqdm
+
     torch.manual_seed(seed)
     t0 = time.perf_counter()
     tok = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
@@ -83,6 +109,8 @@ def finetune(
         start = int(last[-1].name.split("-")[1])
     opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=lr)
     rng = random.Random(seed)
+    for _ in range(start * batch):  # a resumed run draws the batches an uninterrupted one would
+        rng.randrange(len(data))
     losses: list[float] = []
     model.train()
     bar = tqdm(range(start, steps), desc="finetune", unit="step", disable=not progress)

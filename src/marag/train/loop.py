@@ -144,7 +144,13 @@ async def reward(cfg: TrainConfig, directory: Path, judge=None, progress: bool =
 
     path = directory / "rewards.jsonl"
     drop_torn_tail(path)
-    done = {(r["qid"], r["t"]) for r in _lines(path)}
+    rows = _lines(path)
+    if other := sorted({r.get("judge_runs") for r in rows} - {cfg.judge_runs}, key=str):
+        # Rewards averaged over different numbers of runs are not comparable, and
+        # selection compares them across a question's trajectories.
+        raise MaragError(f"{path} holds rewards averaged over {other} judge runs, not {cfg.judge_runs}",
+                         hint=f"resume with --runs {other[0]}, or move {path.name} away to score everything again")  # fmt: skip
+    done = {(r["qid"], r["t"]) for r in rows}
     todo = [r for r in _lines(directory / "trajectories.jsonl") if (r["qid"], r["t"]) not in done]
     judge = judge or make_llm(cfg.judge or cfg.llm)
     gate, lock = asyncio.Semaphore(cfg.concurrency), asyncio.Lock()
@@ -164,7 +170,8 @@ async def reward(cfg: TrainConfig, directory: Path, judge=None, progress: bool =
         c = sum(scores["mrag_correctness"]) / cfg.judge_runs
         f = sum(scores["mrag_faithfulness"]) / cfg.judge_runs
         async with lock:
-            _append(path, {"qid": r["qid"], "t": r["t"], "correctness": c, "faithfulness": f, "reward": combine(c, f, wc, wf)})
+            _append(path, {"qid": r["qid"], "t": r["t"], "correctness": c, "faithfulness": f, "reward": combine(c, f, wc, wf),
+                          "judge_runs": cfg.judge_runs})  # fmt: skip
             bar.update(1)
 
     try:
