@@ -20,7 +20,8 @@ writer and planner degenerated when their task moved into the user message.)
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 from marag.llm.base import Message
 
@@ -38,9 +39,13 @@ def laid_out(
     state: Iterable[str] = (),
     ask: str = "Reply as JSON.",
     documents: str | None = None,
+    preamble: str = "",
 ) -> list[Message]:
     """The messages for one call, stable parts first (module docstring). Empty state
-    lines are left out."""
+    lines are left out. `preamble`: what every role of a strategy says first (its
+    system prompt is the preamble, then the role's own instructions in `system`)."""
+    if preamble:
+        system = f"{preamble}\n{system}"
     user = f"Question: {question}\n"
     if documents is not None:
         user += f"\nDocuments:\n\n{documents}\n"
@@ -49,3 +54,27 @@ def laid_out(
         user += "\n" + "\n".join(lines) + "\n"
     user += "\n" + ask
     return [Message(role="system", content=system), Message(role="user", content=user)]
+
+
+def numbered_passages(docs: Sequence[Any], newest_last: bool = False, label: Callable[[Any], str] | None = None) -> str:
+    """Passages as every reading role sees them: "[i] title" then the text, numbered
+    from 1 in relevance order; the number is how the model cites one. `docs` are
+    anything with `title` and `text` (a `Doc`, a `Passage`, a `Hit`), or plain strings.
+    `newest_last`: the first (most relevant) passage is printed last, right before the
+    request (small models lean on what they read most recently). `label`: extra text
+    after the title (mRAG: the query a document was found for)."""
+    blocks = []
+    for i, d in enumerate(docs, 1):
+        if isinstance(d, str):
+            blocks.append(f"[{i}] {d}")
+            continue
+        head = f"[{i}] {getattr(d, 'title', '')}".rstrip() + (label(d) if label else "")
+        blocks.append(f"{head}\n{d.text}")
+    if newest_last:
+        blocks.reverse()
+    return "\n\n".join(blocks) or "(none)"
+
+
+def numbered_lines(items: Sequence[str], empty: str = "(none)") -> str:
+    """A numbered list, "1. x" per line (facts, gaps, candidates the model refers to by number)."""
+    return "\n".join(f"{i}. {x}" for i, x in enumerate(items, 1)) or empty

@@ -22,6 +22,7 @@ from typing import Annotated, ClassVar, Literal, TypeVar
 from pydantic import BaseModel, Field
 
 from marag.agents.base import Agent, narrowed
+from marag.agents.layout import numbered_lines, numbered_passages
 from marag.errors import StructuredOutputError
 from marag.llm.base import LLM, Message
 
@@ -42,10 +43,6 @@ FALLBACK_REASON = "fallback: the judge's output was unusable"
 def _clip(text: str, limit: int) -> str:
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 3].rstrip() + "..."
-
-
-def _numbered(items: list[str]) -> str:
-    return "\n".join(f"{i}. {t}" for i, t in enumerate(items, 1))
 
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
@@ -251,7 +248,7 @@ class CorrectnessAspectJudge(ListJudge[CorrectnessAspectsInput, CorrectnessAspec
         user = (
             f"Question: {inp.question}\nExpected answer: {_clip(inp.reference, REFERENCE_MAX_CHARS)}\n"
             f"Response: {_clip(inp.response, PREDICTION_MAX_CHARS)}\n"
-            f"Aspects of the expected answer:\n{_numbered(inp.aspects)}\nGive {len(inp.aspects)} score(s)."
+            f"Aspects of the expected answer:\n{numbered_lines(inp.aspects, empty='')}\nGive {len(inp.aspects)} score(s)."
         )
         return [Message(role="system", content=_CORRECTNESS_ASPECT_SYSTEM), Message(role="user", content=user)]
 
@@ -297,8 +294,8 @@ class SupportJudge(ListJudge[SupportInput, SupportOutput]):
     list_field = "scores"
 
     def messages(self, inp: SupportInput) -> list[Message]:
-        docs = "\n\n".join(f"[{i}] {d}" for i, d in enumerate(inp.documents, 1))
-        user = f"Documents:\n{docs}\n\nStatements:\n{_numbered(inp.aspects)}\nGive {len(inp.aspects)} score(s)."
+        docs = numbered_passages(inp.documents)
+        user = f"Documents:\n{docs}\n\nStatements:\n{numbered_lines(inp.aspects, empty='')}\nGive {len(inp.aspects)} score(s)."
         return [Message(role="system", content=_SUPPORT_SYSTEM), Message(role="user", content=user)]
 
 
@@ -377,6 +374,6 @@ class NuggetJudge(ListJudge[NuggetInput, NuggetOutput]):
     def messages(self, inp: NuggetInput) -> list[Message]:
         user = (
             f"Question: {inp.question}\nAnswer: {_clip(inp.answer, PREDICTION_MAX_CHARS)}\n"
-            f"Nuggets:\n{_numbered(inp.nuggets)}\nGive {len(inp.nuggets)} labels."
+            f"Nuggets:\n{numbered_lines(inp.nuggets, empty='')}\nGive {len(inp.nuggets)} labels."
         )
         return [Message(role="system", content=_NUGGET_SYSTEM), Message(role="user", content=user)]

@@ -76,6 +76,14 @@ def normalize_rows(x: np.ndarray) -> np.ndarray:
     return np.divide(x, norms, out=np.zeros_like(x), where=norms > 0)
 
 
+def similarity_to(embedder: "Embedder", text: str, vectors: np.ndarray) -> np.ndarray:
+    """Cosine similarity of `text` to each row of `vectors` (rows of any length; an
+    all-zero row scores 0): how routing, reranking and facet ranking compare a query
+    with stored or freshly embedded texts."""
+    q = normalize_rows(np.asarray(embedder.embed([text]), dtype=np.float32))[0]
+    return normalize_rows(vectors) @ q
+
+
 def _batches(order: np.ndarray, batch_size: int, progress: bool, desc: str):
     from tqdm.auto import tqdm
 

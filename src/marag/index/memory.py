@@ -21,7 +21,7 @@ words dropped, a final "s" stripped ("magazines" = "magazine").
 from __future__ import annotations
 
 import re
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 
 from marag.index.base import Hit
@@ -47,6 +47,30 @@ def overlap(a: frozenset[str], b: frozenset[str]) -> float:
     return len(a & b) / len(a | b) if a or b else 1.0
 
 
+REPEAT_THRESHOLD = 0.8  # content-word overlap at which one query (gap, sub-question) repeats another
+
+
+def repeated(
+    text: str,
+    earlier: Iterable[str],
+    threshold: float = REPEAT_THRESHOLD,
+    similarity: Callable[[str, str], float] | None = None,
+) -> tuple[str, float] | None:
+    """The item of `earlier` that `text` repeats most closely (content-word overlap, or
+    the optional `similarity` if higher, of at least `threshold`), with that score; None
+    when it repeats none. Every strategy asks "is this query / gap / sub-question one we
+    already have?" with this one test."""
+    terms = query_terms(text)
+    best: tuple[str, float] | None = None
+    for e in earlier:
+        score = overlap(terms, query_terms(e))
+        if similarity is not None:
+            score = max(score, similarity(text, e))
+        if score >= threshold and (best is None or score > best[1]):
+            best = (e, score)
+    return best
+
+
 @dataclass
 class Page:
     query: str
@@ -61,7 +85,7 @@ class Page:
 @dataclass
 class SearchMemory:
     search: SearchFn
-    threshold: float = 0.8  # term overlap at which a query repeats an earlier one
+    threshold: float = REPEAT_THRESHOLD  # term overlap at which a query repeats an earlier one
     unseen_only: bool = True  # pages skip chunks already read (False: plain offsets)
     similarity: Callable[[str, str], float] | None = None  # e.g. embedding cosine, compared to threshold
     max_skip: int = 200  # at most this many read chunks paged past per page (a bound on work)
@@ -70,15 +94,7 @@ class SearchMemory:
 
     def near_duplicate(self, query: str) -> tuple[str, float] | None:
         """The earlier query that `query` repeats, with the similarity, or None."""
-        terms = query_terms(query)
-        best: tuple[str, float] | None = None
-        for earlier in self.queries:
-            score = overlap(terms, query_terms(earlier))
-            if self.similarity is not None:
-                score = max(score, self.similarity(query, earlier))
-            if score >= self.threshold and (best is None or score > best[1]):
-                best = (earlier, score)
-        return best
+        return repeated(query, self.queries, self.threshold, self.similarity)
 
     def issued(self, query: str) -> bool:
         return normalize_query(query) in self.queries

@@ -10,10 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import numpy as np
 
 from marag.index.base import Hit
-from marag.index.embed import Embedder, get_embedder
+from marag.index.embed import Embedder, get_embedder, similarity_to
 
 
 class EmbeddingReranker:
@@ -32,8 +31,7 @@ class EmbeddingReranker:
         order), the top `k`, each carrying its similarity as its score."""
         if not hits:
             return []
-        vecs = self.embedder.embed([query] + [f"{h.title}\n{h.text}" if h.title else h.text for h in hits])
-        vecs = vecs / np.maximum(np.linalg.norm(vecs, axis=1, keepdims=True), 1e-12)
-        sims = vecs[1:] @ vecs[0]
+        texts = [f"{h.title}\n{h.text}" if h.title else h.text for h in hits]
+        sims = similarity_to(self.embedder, query, self.embedder.embed(texts))
         order = sorted(range(len(hits)), key=lambda i: (-float(sims[i]), i))
         return [hits[i].model_copy(update={"score": float(sims[i])}) for i in order[: k or len(hits)]]

@@ -66,6 +66,7 @@ from marag.agents.ginger import (
 )
 from marag.errors import MaragError
 from marag.index.base import Hit
+from marag.index.embed import normalize_rows, similarity_to
 from marag.index.facets import check_clusterer, cluster_facets
 from marag.index.fusion import rrf
 from marag.strategies.base import (
@@ -201,9 +202,8 @@ class Ginger(Strategy):
         dense = self.index.retriever("dense")
         if self._vectors is None:  # the index's own chunk vectors: nothing is embedded again
             self._vectors = await asyncio.to_thread(dense.chunk_vectors)
-        q = dense.embed_queries([question])[0]
-        q = q / max(float(np.linalg.norm(q)), 1e-12)
-        return [float(self._vectors[self.index.position(h.chunk_id)] @ q) for h in hits]
+        rows = self._vectors[[self.index.position(h.chunk_id) for h in hits]]
+        return similarity_to(dense.embedder, question, rows).tolist()
 
     # -- 4. nuggets ---------------------------------------------------------------------------
     async def _nuggets(self, question: str, top: list[Hit]) -> list[tuple[str, str]]:
@@ -218,13 +218,11 @@ class Ginger(Strategy):
         and tags it): each passage's sentence closest to the question stands in, so the
         answer is still grounded in, and attributed to, the passages rather than empty."""
         with step("nugget_fallback", passages=len(top)) as s:
-            dense = self.index.retriever("dense")
-            q = dense.embed_queries([question])[0]
+            embedder = self.index.retriever("dense").embedder
             picked = []
             for h in top:
                 sentences = [x for x in _SENTENCE.split(self._text(h)) if len(x.split()) >= 4] or [self._text(h)]
-                vecs = np.asarray(dense.embedder.embed(sentences), dtype=np.float32)
-                scores = vecs @ q / (np.linalg.norm(vecs, axis=1).clip(1e-12) * max(float(np.linalg.norm(q)), 1e-12))
+                scores = similarity_to(embedder, question, embedder.embed(sentences))
                 picked.append((sentences[int(np.argmax(scores))].strip(), h.chunk_id))  # ties: the earlier sentence
             s.outputs = {"nuggets": [t for t, _ in picked]}
         return picked
@@ -248,13 +246,10 @@ class Ginger(Strategy):
             if not nuggets:
                 s.outputs = {"clusters": []}
                 return []
-            dense = self.index.retriever("dense")
-            vecs = np.asarray(dense.embedder.embed([t for t, _ in nuggets]), dtype=np.float32)
-            vecs /= np.linalg.norm(vecs, axis=1, keepdims=True).clip(1e-12)
+            embedder = self.index.retriever("dense").embedder
+            vecs = normalize_rows(embedder.embed([t for t, _ in nuggets]))
             labels = cluster_facets(self.config.clusterer, vecs, [t for t, _ in nuggets], self.config.cluster_threshold, self.config.seed or 0)
-            q = dense.embed_queries([question])[0]
-            q = q / max(float(np.linalg.norm(q)), 1e-12)
-            sims = vecs @ q
+            sims = similarity_to(embedder, question, vecs)
             groups: dict[int, list[int]] = {}
             for i, lab in enumerate(labels.tolist()):
                 groups.setdefault(lab, []).append(i)

@@ -54,7 +54,7 @@ from marag.agents.kair import (
 )
 from marag.agents.queries import clean_query
 from marag.index.base import Hit
-from marag.index.memory import SearchMemory, overlap, query_terms
+from marag.index.memory import SearchMemory, overlap, query_terms, repeated
 from marag.llm.base import LLM
 from marag.llm.budget import budget_spent, grace
 from marag.llm.factory import LLMConfig, make_llm
@@ -256,7 +256,7 @@ class KAIR(Strategy):
         st.required = [g for g in st.required if g not in closed]
         for gap in update.new_gaps:
             gap = " ".join(gap.split())
-            if gap and _norm(gap) not in known and all(overlap(query_terms(gap), query_terms(g)) < 0.8 for g in st.required):
+            if gap and _norm(gap) not in known and repeated(gap, st.required) is None:
                 st.required.append(gap)
         with step("knowledge_applied") as s:
             s.outputs = {"added": added, "discarded_conflicts": conflicts, "discarded_unsupported": unsupported,

@@ -61,7 +61,8 @@ from marag.agents.ropmura import (
 from marag.errors import MaragError
 from marag.index.base import Hit
 from marag.index.cluster import boundary
-from marag.index.memory import overlap, query_terms
+from marag.index.embed import similarity_to
+from marag.index.memory import repeated
 from marag.index.rerank import EmbeddingReranker
 from marag.llm.budget import budget_spent, grace
 from marag.strategies.base import STRATEGIES, AnsweringConfig, Strategy, register_variant
@@ -135,9 +136,7 @@ class RopMura(Strategy):
         cfg = self.config
         if cfg.routing == "all":
             return [(name, 1.0) for name in self.collections]
-        q = self.index.retriever("dense").embed_queries([question])[0]
-        q = q / max(float(np.linalg.norm(q)), 1e-12)
-        sims = centroids @ q
+        sims = similarity_to(self.index.retriever("dense").embedder, question, centroids)
         top = np.argsort(-sims, kind="stable")[: cfg.top_centroids]
         invited: dict[str, float] = {}
         for c in top.tolist():  # owners of the best centroids, best first
@@ -263,8 +262,7 @@ class RopMura(Strategy):
 
     @staticmethod
     def _new(sub: str, records: list[Record]) -> bool:
-        terms = query_terms(sub)
-        return all(overlap(terms, query_terms(r.question)) < 0.8 for r in records)
+        return repeated(sub, [r.question for r in records]) is None
 
     async def _call(self, agent, inp) -> Any:
         return await agent(self.llm, inp, self.config.temperature, self.config.seed)

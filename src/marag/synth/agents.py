@@ -13,13 +13,9 @@ from pydantic import BaseModel, Field
 
 from marag.agents.base import Agent
 from marag.agents.documents import Doc
-from marag.agents.layout import laid_out
+from marag.agents.layout import laid_out, numbered_passages
 from marag.errors import StructuredOutputError
 from marag.llm.base import Message
-
-
-def _docs(docs: list[Doc]) -> str:
-    return "\n\n".join(f"[{i}] {d.title}\n{d.text}" for i, d in enumerate(docs, 1))
 
 
 class WriteInput(BaseModel):
@@ -55,7 +51,7 @@ class QuestionWriter(Agent[WriteInput, QA]):
         else:
             task = "You write one question answerable from the document, and its short answer. Reply as JSON."
             state = []
-        lines = state + [f"Documents:\n{_docs(inp.documents)}", "Question and answer as JSON."]
+        lines = state + [f"Documents:\n{numbered_passages(inp.documents)}", "Question and answer as JSON."]
         return [Message(role="system", content=task), Message(role="user", content="\n\n".join(lines))]
 
     def fallback(self, inp: WriteInput, error: StructuredOutputError) -> QA:
@@ -90,7 +86,7 @@ class SolutionAnnotator(Agent[SolveInput, Solution]):
             "You show how an agent with a search engine would answer the question: for each step a thought, the search "
             "query it would run, and the evidence the documents give; then the final answer. Reply as JSON."
         )
-        return laid_out(task, inp.question, [f"Expected answer: {inp.answer}", f"Documents:\n{_docs(inp.documents)}"], "Solution as JSON.")
+        return laid_out(task, inp.question, [f"Expected answer: {inp.answer}", f"Documents:\n{numbered_passages(inp.documents)}"], "Solution as JSON.")
 
     def fallback(self, inp: SolveInput, error: StructuredOutputError) -> Solution:
         return Solution(steps=[SolutionStep(thought="fallback", query=inp.question[:120], evidence="")], final_answer="")
@@ -119,7 +115,7 @@ class Verifier(Agent[VerifyInput, Verdict]):
             "You rate a generated question with its answer from 0 to 5: 5 = clear, answerable from the documents, "
             "answer correct and complete (and the solution sound); 0 = unanswerable or wrong. Reply as JSON."
         )
-        state = [f"Answer: {inp.answer}", f"Solution: {inp.solution}" if inp.solution else "", f"Documents:\n{_docs(inp.documents)}"]
+        state = [f"Answer: {inp.answer}", f"Solution: {inp.solution}" if inp.solution else "", f"Documents:\n{numbered_passages(inp.documents)}"]
         return laid_out(task, inp.question, state, "Rating as JSON.")
 
     def fallback(self, inp: VerifyInput, error: StructuredOutputError) -> Verdict:

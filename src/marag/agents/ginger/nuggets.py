@@ -11,7 +11,8 @@ import re
 from pydantic import BaseModel
 
 from marag.agents.base import Agent, narrowed
-from marag.agents.ginger._shared import ginger_prompt
+from marag.agents.ginger._shared import PREAMBLE
+from marag.agents.layout import laid_out
 from marag.errors import StructuredOutputError
 from marag.llm.base import Message
 
@@ -45,7 +46,7 @@ class NuggetDetector(Agent[TagInput, Tagged]):
         state = [f"Passage: {inp.passage}"]
         if inp.retry:
             state.append("Your last copy changed the passage's words: copy it exactly this time.")
-        return ginger_prompt(task, inp.question, state, "Tagged passage as JSON.")
+        return laid_out(task + " Reply as JSON.", inp.question, state, "Tagged passage as JSON.", preamble=PREAMBLE)
 
     def fallback(self, inp: TagInput, error: StructuredOutputError) -> Tagged:
         return Tagged(tagged=inp.passage)  # no tags: no nuggets

@@ -12,7 +12,8 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from marag.agents.base import Agent
-from marag.agents.ginger._shared import ginger_prompt
+from marag.agents.ginger._shared import PREAMBLE
+from marag.agents.layout import laid_out
 from marag.errors import StructuredOutputError
 from marag.llm.base import Message
 
@@ -34,7 +35,7 @@ class PointwiseJudge(Agent[PointInput, Relevance]):
 
     def messages(self, inp: PointInput) -> list[Message]:
         task = "Rate how well the passage answers the question: 0 not at all, 1 a little, 2 partly, 3 fully."
-        return ginger_prompt(task, inp.question, [f"Passage: {inp.passage}"], "Score as JSON.")
+        return laid_out(task + " Reply as JSON.", inp.question, [f"Passage: {inp.passage}"], "Score as JSON.", preamble=PREAMBLE)
 
     def fallback(self, inp: PointInput, error: StructuredOutputError) -> Relevance:
         return Relevance(score=0)
@@ -58,7 +59,7 @@ class PairwiseJudge(Agent[PairInput, Preference]):
 
     def messages(self, inp: PairInput) -> list[Message]:
         task = "Say which passage, A or B, is more useful for answering the question."
-        return ginger_prompt(task, inp.question, [f"Passage A: {inp.a}", f"Passage B: {inp.b}"], "Preference as JSON.")
+        return laid_out(task + " Reply as JSON.", inp.question, [f"Passage A: {inp.a}", f"Passage B: {inp.b}"], "Preference as JSON.", preamble=PREAMBLE)
 
     def fallback(self, inp: PairInput, error: StructuredOutputError) -> Preference:
         return Preference(better="A")

@@ -13,7 +13,8 @@ from typing import Annotated
 from pydantic import BaseModel, Field, StringConstraints
 
 from marag.agents.base import Agent, narrowed
-from marag.agents.ginger._shared import ginger_prompt
+from marag.agents.ginger._shared import PREAMBLE
+from marag.agents.layout import laid_out
 from marag.agents.queries import QUERY_MAX_CHARS
 from marag.errors import StructuredOutputError
 from marag.llm.base import Message
@@ -34,7 +35,7 @@ class ProvisionalAnswer(Agent[DraftInput, Draft]):
     max_tokens = 130
 
     def messages(self, inp: DraftInput) -> list[Message]:
-        return ginger_prompt("Answer the question from what you know, in two or three sentences.", inp.question, [], "Answer as JSON.")
+        return laid_out("Answer the question from what you know, in two or three sentences. Reply as JSON.", inp.question, [], "Answer as JSON.", preamble=PREAMBLE)
 
     def fallback(self, inp: DraftInput, error: StructuredOutputError) -> Draft:
         return Draft(answer="")
@@ -64,7 +65,7 @@ class Rewriter(Agent[RewriteInput, Rewrites]):
 
     def messages(self, inp: RewriteInput) -> list[Message]:
         task = f"Rewrite the question as {inp.n} search queries, each about a different aspect of the draft answer below."
-        return ginger_prompt(task, inp.question, [f"Draft answer: {inp.draft or '(none)'}"], "Queries as JSON.")
+        return laid_out(task + " Reply as JSON.", inp.question, [f"Draft answer: {inp.draft or '(none)'}"], "Queries as JSON.", preamble=PREAMBLE)
 
     def fallback(self, inp: RewriteInput, error: StructuredOutputError) -> Rewrites:
         return Rewrites(rewrites=[])

@@ -13,7 +13,8 @@ from typing import Annotated
 from pydantic import BaseModel, Field, StringConstraints
 
 from marag.agents.base import Agent, narrowed
-from marag.agents.ginger._shared import ginger_prompt
+from marag.agents.ginger._shared import PREAMBLE
+from marag.agents.layout import laid_out, numbered_lines
 from marag.errors import StructuredOutputError
 from marag.llm.base import Message
 
@@ -39,7 +40,7 @@ class FacetSummarizer(Agent[FacetInput, FacetSentence]):
     def messages(self, inp: FacetInput) -> list[Message]:
         task = f"Write one sentence (about {inp.words} words) that answers the question using only these facts."
         facts = "\n".join(f"- {n}" for n in inp.nuggets)
-        return ginger_prompt(task, inp.question, [f"Facts:\n{facts}"], "Sentence as JSON.")
+        return laid_out(task + " Reply as JSON.", inp.question, [f"Facts:\n{facts}"], "Sentence as JSON.", preamble=PREAMBLE)
 
     def fallback(self, inp: FacetInput, error: StructuredOutputError) -> FacetSentence:
         return FacetSentence(sentence=inp.nuggets[0][:300] if inp.nuggets else "")
@@ -68,8 +69,8 @@ class FluencyRewriter(Agent[FluencyInput, Fluent]):
             "Rewrite these sentences so they read as one fluent answer to the question. Keep one sentence for each, "
             "in the same order, and add no information."
         )
-        listed = "\n".join(f"{i}. {s}" for i, s in enumerate(inp.sentences, 1))
-        return ginger_prompt(task, inp.question, [f"Sentences:\n{listed}"], f"{len(inp.sentences)} sentences as JSON.")
+        listed = numbered_lines(inp.sentences)
+        return laid_out(task + " Reply as JSON.", inp.question, [f"Sentences:\n{listed}"], f"{len(inp.sentences)} sentences as JSON.", preamble=PREAMBLE)
 
     def fallback(self, inp: FluencyInput, error: StructuredOutputError) -> Fluent:
         return Fluent(sentences=list(inp.sentences))

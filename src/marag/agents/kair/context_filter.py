@@ -11,7 +11,8 @@ from pydantic import BaseModel, Field
 
 from marag.agents.base import Agent
 from marag.agents.documents import Doc
-from marag.agents.kair._shared import kair_prompt, numbered, render_numbered
+from marag.agents.kair._shared import PREAMBLE
+from marag.agents.layout import laid_out, numbered_lines, numbered_passages
 from marag.errors import StructuredOutputError
 from marag.llm.base import Message
 
@@ -40,8 +41,8 @@ class ContextFilter(Agent[FilterInput, Kept]):
     max_tokens = 60
 
     def messages(self, inp: FilterInput) -> list[Message]:
-        state = [f"What is known:\n{numbered(inp.known)}", f"Passages:\n{render_numbered(inp.passages)}"]
-        return kair_prompt(inp.question, _TASK, state, "Passages to keep as JSON.")
+        state = [f"What is known:\n{numbered_lines(inp.known)}", f"Passages:\n{numbered_passages(inp.passages)}"]
+        return laid_out(_TASK, inp.question, state, "Passages to keep as JSON.", preamble=PREAMBLE)
 
     def fallback(self, inp: FilterInput, error: StructuredOutputError) -> Kept:
         return Kept(keep=inp.supporting)

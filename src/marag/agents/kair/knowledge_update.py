@@ -14,7 +14,8 @@ from pydantic import BaseModel, Field
 
 from marag.agents.base import Agent
 from marag.agents.documents import Doc
-from marag.agents.kair._shared import kair_prompt, numbered, render_numbered
+from marag.agents.kair._shared import PREAMBLE
+from marag.agents.layout import laid_out, numbered_lines, numbered_passages
 from marag.errors import StructuredOutputError
 from marag.llm.base import Message
 
@@ -54,11 +55,11 @@ class KnowledgeUpdater(Agent[UpdateInput, Update]):
 
     def messages(self, inp: UpdateInput) -> list[Message]:
         state = [
-            f"What is known:\n{numbered(inp.known)}",
-            f"What is required (open gaps):\n{numbered(inp.required)}",
-            f"New passages:\n{render_numbered(inp.passages)}",
+            f"What is known:\n{numbered_lines(inp.known)}",
+            f"What is required (open gaps):\n{numbered_lines(inp.required)}",
+            f"New passages:\n{numbered_passages(inp.passages)}",
         ]
-        return kair_prompt(inp.question, _TASK, state, "Update as JSON.")
+        return laid_out(_TASK, inp.question, state, "Update as JSON.", preamble=PREAMBLE)
 
     def fallback(self, inp: UpdateInput, error: StructuredOutputError) -> Update:
         return Update()

@@ -8,7 +8,8 @@ from __future__ import annotations
 from pydantic import BaseModel, Field
 
 from marag.agents.base import Agent
-from marag.agents.kair._shared import kair_prompt, numbered
+from marag.agents.kair._shared import PREAMBLE
+from marag.agents.layout import laid_out, numbered_lines
 from marag.errors import StructuredOutputError
 from marag.llm.base import Message
 
@@ -34,8 +35,8 @@ class Moderator(Agent[ModeratorInput, Verdict]):
     max_tokens = 60
 
     def messages(self, inp: ModeratorInput) -> list[Message]:
-        state = [f"What is known:\n{numbered(inp.known)}", f"Still open:\n{numbered(inp.required)}"]
-        return kair_prompt(inp.question, _TASK, state, "Verdict as JSON.")
+        state = [f"What is known:\n{numbered_lines(inp.known)}", f"Still open:\n{numbered_lines(inp.required)}"]
+        return laid_out(_TASK, inp.question, state, "Verdict as JSON.", preamble=PREAMBLE)
 
     def fallback(self, inp: ModeratorInput, error: StructuredOutputError) -> Verdict:
         return Verdict(sufficient=False, reason="fallback: no usable verdict")

@@ -11,8 +11,8 @@ from __future__ import annotations
 from pydantic import BaseModel, Field
 
 from marag.agents.base import Agent
-from marag.agents.kair._shared import kair_prompt, numbered
-from marag.agents.layout import clip
+from marag.agents.kair._shared import PREAMBLE
+from marag.agents.layout import clip, laid_out, numbered_lines
 from marag.agents.queries import QUERY_MAX_CHARS
 from marag.errors import StructuredOutputError
 from marag.llm.base import Message
@@ -51,13 +51,13 @@ class QueryPlanner(Agent[PlanInput, Candidates]):
 
     def messages(self, inp: PlanInput) -> list[Message]:
         state = [
-            f"What is known:\n{numbered(inp.known)}",
-            f"What is required (open gaps):\n{numbered(inp.required)}",
-            f"Queries already run:\n{numbered(inp.history)}",
+            f"What is known:\n{numbered_lines(inp.known)}",
+            f"What is required (open gaps):\n{numbered_lines(inp.required)}",
+            f"Queries already run:\n{numbered_lines(inp.history)}",
             f"Work on gap: {inp.focus}" if inp.focus else "",
             f"You are agent {inp.member + 1} of {inp.members}: try your own angle." if inp.members > 1 else "",
         ]
-        return kair_prompt(inp.question, _TASK, state, "Candidate queries as JSON.")
+        return laid_out(_TASK, inp.question, state, "Candidate queries as JSON.", preamble=PREAMBLE)
 
     def fallback(self, inp: PlanInput, error: StructuredOutputError) -> Candidates:
         gap = inp.focus or (inp.required[0] if inp.required else inp.question)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from pydantic import BaseModel, Field
 
 from marag.agents.answerer import Answerer, AnswerOutput
-from marag.agents.mrag._shared import Doc, render_docs, render_lines, team_prompt
+from marag.agents.mrag._shared import Doc, render_docs, render_lines, laid_out
 from marag.llm.base import Message
 
 
@@ -35,6 +35,6 @@ class MRAGAnswerer(Answerer):
         state = [f"Guidance: {inp.guidance}" if inp.guidance else "", f"Notes:\n{render_lines(inp.notes)}" if inp.notes else ""]
         # The question is asked again last: what a small model reads last is what it
         # answers (a trailing "Guidance:" line was echoed).
-        return team_prompt(
+        return laid_out(
             system, inp.question, state, f"Question: {inp.question}\nAnswer as JSON.", render_docs(inp.documents)
         )

@@ -26,7 +26,7 @@ from typing import Literal, get_args
 from pydantic import BaseModel, Field
 
 from marag.agents.base import Agent, narrowed
-from marag.agents.mrag._shared import team_prompt
+from marag.agents.layout import laid_out, numbered_lines
 from marag.errors import StructuredOutputError
 from marag.llm.base import Message
 
@@ -87,7 +87,7 @@ class Coordinator(Agent[CoordinatorInput, CoordinatorDecision]):
             self.max_tokens = 160 + input_chars // 3
 
     def messages(self, inp: CoordinatorInput) -> list[Message]:
-        history = "\n".join(f"{i}. {h}" for i, h in enumerate(inp.history, 1)) or "(nothing yet)"
+        history = numbered_lines(inp.history, "(nothing yet)")
         state = [
             f"Done so far:\n{history}",
             f"Documents found: {'; '.join(inp.documents) or 'none'}",
@@ -95,7 +95,7 @@ class Coordinator(Agent[CoordinatorInput, CoordinatorDecision]):
             f"Calls left: {inp.calls_left}",
             f"The usual next agent is: {inp.default_next}" if inp.hint else "",
         ]
-        return team_prompt(_system(inp.default_next if inp.hint else None), inp.question, state, "Which agent acts next?")
+        return laid_out(_system(inp.default_next if inp.hint else None), inp.question, state, "Which agent acts next?")
 
     def fallback(self, inp: CoordinatorInput, error: StructuredOutputError) -> CoordinatorDecision:
         return CoordinatorDecision(

@@ -11,7 +11,7 @@ from typing import Annotated
 from pydantic import BaseModel, Field, StringConstraints
 
 from marag.agents.base import Agent
-from marag.agents.mrag._shared import render_lines, team_prompt
+from marag.agents.mrag._shared import render_lines, laid_out
 from marag.errors import StructuredOutputError
 from marag.llm.base import Message
 
@@ -42,7 +42,7 @@ class Planner(Agent[PlannerInput, Plan]):
 
     def messages(self, inp: PlannerInput) -> list[Message]:
         state = [f"Focus: {inp.request}" if inp.request else "", f"Known so far:\n{render_lines(inp.known)}" if inp.known else ""]
-        return team_prompt(_SYSTEM, inp.question, state, "Plan as JSON.")
+        return laid_out(_SYSTEM, inp.question, state, "Plan as JSON.")
 
     def fallback(self, inp: PlannerInput, error: StructuredOutputError) -> Plan:
         return Plan(steps=[f"Search the collection for: {inp.question}"[:150], "Answer from the documents found"])

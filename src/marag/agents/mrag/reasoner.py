@@ -9,7 +9,7 @@ from __future__ import annotations
 from pydantic import BaseModel, Field
 
 from marag.agents.base import Agent
-from marag.agents.mrag._shared import Doc, render_docs, render_lines, team_prompt
+from marag.agents.mrag._shared import Doc, render_docs, render_lines, laid_out
 from marag.errors import StructuredOutputError
 from marag.llm.base import Message
 
@@ -42,7 +42,7 @@ class Reasoner(Agent[ReasonerInput, Analysis]):
             f"Notes:\n{render_lines(inp.notes)}" if inp.notes else "",
             f"Aspect to analyse: {inp.aspect or 'the whole question'}",
         ]
-        return team_prompt(_SYSTEM, inp.question, state, "Analysis as JSON.", render_docs(inp.documents))
+        return laid_out(_SYSTEM, inp.question, state, "Analysis as JSON.", render_docs(inp.documents))
 
     def fallback(self, inp: ReasonerInput, error: StructuredOutputError) -> Analysis:
         return Analysis(analysis="No analysis was produced (the reasoner's output was unusable).")

@@ -11,7 +11,7 @@ from pydantic import BaseModel, Field
 
 from marag.agents.answerer import AnswerOutput, AnswerStyle, StyledAnswer
 from marag.agents.base import Agent
-from marag.agents.mrag._shared import Doc, render_docs, render_lines, team_prompt
+from marag.agents.mrag._shared import Doc, render_docs, render_lines, laid_out
 from marag.errors import StructuredOutputError
 from marag.llm.base import Message
 
@@ -42,7 +42,7 @@ class Reviser(StyledAnswer, Agent[ReviserInput, AnswerOutput]):
             f"Response: {inp.response}",
             f"Suggestion: {inp.suggestion or 'make it more accurate and direct'}",
         ]
-        return team_prompt(system, inp.question, state, "Revised answer as JSON.", render_docs(inp.documents))
+        return laid_out(system, inp.question, state, "Revised answer as JSON.", render_docs(inp.documents))
 
     def fallback(self, inp: ReviserInput, error: StructuredOutputError) -> AnswerOutput:
         return self.Output(answer=inp.response[: self.style.max_chars])

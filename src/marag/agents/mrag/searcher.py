@@ -47,7 +47,8 @@ from pydantic import BaseModel, Field
 
 from marag.agents.base import Agent, narrowed
 from marag.agents.queries import QUERY_MAX_CHARS, clean_query, content_words
-from marag.agents.mrag._shared import Doc, clip, doc_from_hit, render_lines, team_prompt
+from marag.agents.layout import numbered_passages
+from marag.agents.mrag._shared import Doc, clip, doc_from_hit, laid_out, render_lines
 from marag.errors import StructuredOutputError
 from marag.index.base import Hit
 from marag.index.memory import SearchFn, SearchMemory, query_terms
@@ -84,7 +85,7 @@ class QueryWriter(Agent[QueryInput, Query]):
             f"Facts found so far:\n{render_lines(inp.known)}" if inp.known else "",
             f"Queries already used (write a different one):\n{render_lines(inp.searched)}" if inp.searched else "",
         ]
-        return team_prompt(_QUERY_SYSTEM, inp.question, state, "Query as JSON.")
+        return laid_out(_QUERY_SYSTEM, inp.question, state, "Query as JSON.")
 
     def fallback(self, inp: QueryInput, error: StructuredOutputError) -> Query:
         return Query(query=clip(inp.aspects or inp.question, QUERY_MAX_CHARS))
@@ -131,7 +132,7 @@ class Judge(Agent[JudgeInput, Judgement]):
     def messages(self, inp: JudgeInput) -> list[Message]:
         d = inp.document
         state = [f"Looking for: {inp.aspects}" if inp.aspects else "", f"Document: {d.title}\n{d.text}"]
-        return team_prompt(_JUDGE_SYSTEM, inp.question, state, "Judgement as JSON.")
+        return laid_out(_JUDGE_SYSTEM, inp.question, state, "Judgement as JSON.")
 
     def fallback(self, inp: JudgeInput, error: StructuredOutputError) -> Judgement:
         return _judge_fallback(inp.first_page, inp.first_page_rule)
@@ -163,9 +164,9 @@ class PageJudge(Agent[PageJudgeInput, PageJudgement]):
 
     def messages(self, inp: PageJudgeInput) -> list[Message]:
         system = _JUDGE_SYSTEM.replace("whether a document helps", "for each numbered document, in order, whether it helps")
-        docs = "\n\n".join(f"[{i}] {d.title}\n{d.text}" for i, d in enumerate(inp.documents, 1))
+        docs = numbered_passages(inp.documents)
         state = [f"Looking for: {inp.aspects}" if inp.aspects else "", f"Documents:\n{docs}"]
-        return team_prompt(system, inp.question, state, f"{len(inp.documents)} judgements, in order, as JSON.")
+        return laid_out(system, inp.question, state, f"{len(inp.documents)} judgements, in order, as JSON.")
 
     def fallback(self, inp: PageJudgeInput, error: StructuredOutputError) -> PageJudgement:
         return PageJudgement(judgements=[_judge_fallback(inp.first_page, inp.first_page_rule)] * len(inp.documents))
@@ -220,7 +221,7 @@ class NextMove(Agent[NextInput, Move]):
             f"Relevant documents so far:\n{render_lines(inp.found)}",
             f"Pages left: {inp.steps_left}." if inp.steps_left is not None else "",
         ]
-        return team_prompt(_NEXT_SYSTEM, inp.question, state, "Next move as JSON.")
+        return laid_out(_NEXT_SYSTEM, inp.question, state, "Next move as JSON.")
 
     def fallback(self, inp: NextInput, error: StructuredOutputError) -> Move:
         more = inp.heuristic_fallback and inp.new_on_page > 0 and inp.uses < inp.reuse_limit

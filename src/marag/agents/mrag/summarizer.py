@@ -10,7 +10,7 @@ from __future__ import annotations
 from pydantic import BaseModel, Field
 
 from marag.agents.base import Agent
-from marag.agents.mrag._shared import Doc, clip, render_docs, render_lines, team_prompt
+from marag.agents.mrag._shared import Doc, clip, render_docs, render_lines, laid_out
 from marag.errors import StructuredOutputError
 from marag.llm.base import Message
 
@@ -42,7 +42,7 @@ class Summarizer(Agent[SummarizerInput, Summary]):
 
     def messages(self, inp: SummarizerInput) -> list[Message]:
         state = [f"Notes:\n{render_lines(inp.notes)}" if inp.notes else "", f"Focus on: {inp.focus}" if inp.focus else ""]
-        return team_prompt(_SYSTEM, inp.question, state, "Summary as JSON.", render_docs(inp.documents))
+        return laid_out(_SYSTEM, inp.question, state, "Summary as JSON.", render_docs(inp.documents))
 
     def fallback(self, inp: SummarizerInput, error: StructuredOutputError) -> Summary:
         if not inp.documents:

@@ -14,7 +14,7 @@ from typing import Annotated
 from pydantic import BaseModel, Field, PrivateAttr, StringConstraints
 
 from marag.agents.base import Agent
-from marag.agents.mrag._shared import Doc, render_docs, team_prompt
+from marag.agents.mrag._shared import Doc, render_docs, laid_out
 from marag.errors import StructuredOutputError
 from marag.llm.base import Message
 
@@ -63,7 +63,7 @@ class Validator(Agent[ValidatorInput, Validation]):
     max_tokens = 300
 
     def messages(self, inp: ValidatorInput) -> list[Message]:
-        return team_prompt(_SYSTEM, inp.question, [f"Response: {inp.response}"], "Check as JSON.", render_docs(inp.documents))
+        return laid_out(_SYSTEM, inp.question, [f"Response: {inp.response}"], "Check as JSON.", render_docs(inp.documents))
 
     def fallback(self, inp: ValidatorInput, error: StructuredOutputError) -> Validation:
         unchecked = Verdict(ok=False, feedback="not checked (the validator's output was unusable)")

@@ -3,12 +3,10 @@ responses and the planner's records are shown to the router's roles."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 
 from pydantic import BaseModel
 
-from marag.agents.layout import laid_out
-from marag.llm.base import Message
 
 PREAMBLE = "You are part of a system of specialist agents that answer questions from their own document collections."
 DONT_KNOW = "I don't know"
@@ -35,7 +33,3 @@ def render_responses(responses: Sequence[Response]) -> str:
 
 def render_records(records: Sequence[Record]) -> str:
     return "\n".join(f"- {r.question} -> {r.answer}" for r in records) or "(none yet)"
-
-
-def role_prompt(task: str, question: str, state: Iterable[str] = (), ask: str = "Reply as JSON.", documents: str | None = None) -> list[Message]:
-    return laid_out(f"{PREAMBLE}\n{task} Reply as JSON.", question, state, ask, documents)

@@ -11,7 +11,8 @@ from pydantic import BaseModel, Field
 
 from marag.agents.base import Agent
 from marag.agents.documents import Doc
-from marag.agents.ropmura._shared import DONT_KNOW, role_prompt
+from marag.agents.layout import laid_out, numbered_passages
+from marag.agents.ropmura._shared import DONT_KNOW, PREAMBLE
 from marag.errors import StructuredOutputError
 from marag.llm.base import Message
 
@@ -41,8 +42,8 @@ class KnowledgeAgent(Agent[KnowledgeInput, KnowledgeReply]):
     max_tokens = 200
 
     def messages(self, inp: KnowledgeInput) -> list[Message]:
-        docs = "\n\n".join(f"[{i}] {d.title}\n{d.text}" for i, d in enumerate(inp.documents, 1))
-        return role_prompt(_TASK, inp.question, [f"Your collection: {inp.collection}"], "Analysis and answer as JSON.", docs)
+        docs = numbered_passages(inp.documents)
+        return laid_out(_TASK + " Reply as JSON.", inp.question, [f"Your collection: {inp.collection}"], "Analysis and answer as JSON.", docs, preamble=PREAMBLE)
 
     def fallback(self, inp: KnowledgeInput, error: StructuredOutputError) -> KnowledgeReply:
         return KnowledgeReply(analysis="fallback: no usable reply", answer=DONT_KNOW)

@@ -16,7 +16,8 @@ from pydantic import BaseModel, Field, StringConstraints
 
 from marag.agents.answerer import AnswerOutput, AnswerStyle, StyledAnswer
 from marag.agents.base import Agent
-from marag.agents.ropmura._shared import DONT_KNOW, Record, render_records, role_prompt
+from marag.agents.layout import laid_out, numbered_lines
+from marag.agents.ropmura._shared import DONT_KNOW, PREAMBLE, Record, render_records
 from marag.errors import StructuredOutputError
 from marag.llm.base import Message
 
@@ -43,7 +44,7 @@ class Splitter(Agent[SplitInput, SubQuestions]):
             "You break a complex question into simple sub-questions, each asking for one fact. "
             "Given what has been answered so far, write the next 1 to 3 sub-questions still needed."
         )
-        return role_prompt(task, inp.question, [f"Answered so far:\n{render_records(inp.records)}"], "Sub-questions as JSON.")
+        return laid_out(task + " Reply as JSON.", inp.question, [f"Answered so far:\n{render_records(inp.records)}"], "Sub-questions as JSON.", preamble=PREAMBLE)
 
     def fallback(self, inp: SplitInput, error: StructuredOutputError) -> SubQuestions:
         return SubQuestions(questions=[inp.question[:160]])
@@ -71,8 +72,8 @@ class Selector(Agent[SelectInput, Selection]):
             "You choose the sub-question to ask next: one not asked before, that can be answered on its own. "
             "Rewrite it so it names everything it refers to (use the answers so far), and give its number."
         )
-        cands = "\n".join(f"{i}. {c}" for i, c in enumerate(inp.candidates, 1))
-        return role_prompt(task, inp.question, [f"Answered so far:\n{render_records(inp.records)}", f"Candidates:\n{cands}"], "Choice as JSON.")
+        cands = numbered_lines(inp.candidates)
+        return laid_out(task + " Reply as JSON.", inp.question, [f"Answered so far:\n{render_records(inp.records)}", f"Candidates:\n{cands}"], "Choice as JSON.", preamble=PREAMBLE)
 
     def fallback(self, inp: SelectInput, error: StructuredOutputError) -> Selection:
         return Selection(choice=1, question=inp.candidates[0][:160])
@@ -96,7 +97,7 @@ class Judger(Agent[JudgeInput, Judgment]):
 
     def messages(self, inp: JudgeInput) -> list[Message]:
         task = "You judge whether the answers gathered so far are enough to answer the question. Justify briefly."
-        return role_prompt(task, inp.question, [f"Answered so far:\n{render_records(inp.records)}"], "Judgment as JSON.")
+        return laid_out(task + " Reply as JSON.", inp.question, [f"Answered so far:\n{render_records(inp.records)}"], "Judgment as JSON.", preamble=PREAMBLE)
 
     def fallback(self, inp: JudgeInput, error: StructuredOutputError) -> Judgment:
         return Judgment(justification="fallback: no usable judgment", answerable=False)
@@ -117,7 +118,7 @@ class Defender(StyledAnswer, Agent[DefendInput, AnswerOutput]):
 
     def messages(self, inp: DefendInput) -> list[Message]:
         task = f"You write the final answer to the question from the answers gathered. {self.style.instruction}"
-        return role_prompt(task, inp.question, [f"Answered so far:\n{render_records(inp.records)}"], f"Question: {inp.question}\nAnswer as JSON.")
+        return laid_out(task + " Reply as JSON.", inp.question, [f"Answered so far:\n{render_records(inp.records)}"], f"Question: {inp.question}\nAnswer as JSON.", preamble=PREAMBLE)
 
     def fallback(self, inp: DefendInput, error: StructuredOutputError) -> AnswerOutput:
         last = next((r.answer for r in reversed(inp.records)), DONT_KNOW)

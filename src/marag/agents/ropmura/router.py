@@ -16,7 +16,8 @@ from pydantic import BaseModel, Field
 
 from marag.agents.answerer import AnswerOutput, AnswerStyle, StyledAnswer
 from marag.agents.base import Agent, narrowed
-from marag.agents.ropmura._shared import DONT_KNOW, Response, render_responses, role_prompt
+from marag.agents.layout import laid_out, numbered_passages
+from marag.agents.ropmura._shared import DONT_KNOW, PREAMBLE, Response, render_responses
 from marag.errors import StructuredOutputError
 from marag.llm.base import Message
 
@@ -49,7 +50,7 @@ class Grader(Agent[GradeInput, Grades]):
         self.max_tokens = 16 + 8 * n
 
     def messages(self, inp: GradeInput) -> list[Message]:
-        return role_prompt(_GRADE_TASK, inp.question, [f"Responses:\n{render_responses(inp.responses)}"], f"{len(inp.responses)} grades as JSON.")
+        return laid_out(_GRADE_TASK + " Reply as JSON.", inp.question, [f"Responses:\n{render_responses(inp.responses)}"], f"{len(inp.responses)} grades as JSON.", preamble=PREAMBLE)
 
     def fallback(self, inp: GradeInput, error: StructuredOutputError) -> Grades:
         return Grades(grades=["unhelpful" if DONT_KNOW.lower() in r.answer.lower() else "conjecture" for r in inp.responses])
@@ -72,14 +73,14 @@ class RouterAnswer(StyledAnswer, Agent[RouterInput, AnswerOutput]):
     def messages(self, inp: RouterInput) -> list[Message]:
         if inp.passages:
             task = f"You answer the question from the passages the specialists sent. {self.style.instruction}"
-            state = ["Passages:\n" + "\n\n".join(f"[{i}] {p}" for i, p in enumerate(inp.passages, 1))]
+            state = [f"Passages:\n{numbered_passages(inp.passages)}"]
         elif inp.responses:
             task = f"You answer the question from the specialists' reliable responses. {self.style.instruction}"
             state = [f"Responses:\n{render_responses(inp.responses)}"]
         else:
             task = f"No specialist could answer: answer the question from your own knowledge. {self.style.instruction}"
             state = []
-        return role_prompt(task, inp.question, state, f"Question: {inp.question}\nAnswer as JSON.")
+        return laid_out(task + " Reply as JSON.", inp.question, state, f"Question: {inp.question}\nAnswer as JSON.", preamble=PREAMBLE)
 
     def fallback(self, inp: RouterInput, error: StructuredOutputError) -> AnswerOutput:
         first = next((r.answer for r in inp.responses), DONT_KNOW)

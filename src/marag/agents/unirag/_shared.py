@@ -4,12 +4,10 @@ readable chain the paper's examples show."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 
 from pydantic import BaseModel, Field
 
-from marag.agents.layout import laid_out
-from marag.llm.base import Message
 
 PREAMBLE = (
     "You are a research agent that answers questions by searching a document collection, "
@@ -42,7 +40,3 @@ def render_memory(steps: Sequence[MemoryStep], empty: str = "(nothing yet)") -> 
             lines += [f"Evidence: {e.text} [{e.source}]" for e in s.evidence] or [f"Evidence: {NO_INFORMATION}"]
         blocks.append("\n".join(lines))
     return "\n\n".join(blocks)
-
-
-def agent_prompt(question: str, task: str, state: Iterable[str] = (), ask: str = "Reply as JSON.") -> list[Message]:
-    return laid_out(f"{PREAMBLE}\n{task}", question, state, ask)  # the role's task in its system prompt

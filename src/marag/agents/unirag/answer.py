@@ -10,7 +10,8 @@ from pydantic import BaseModel, Field
 
 from marag.agents.answerer import AnswerOutput, AnswerStyle, StyledAnswer
 from marag.agents.base import Agent
-from marag.agents.unirag._shared import MemoryStep, agent_prompt, render_memory
+from marag.agents.layout import laid_out
+from marag.agents.unirag._shared import PREAMBLE, MemoryStep, render_memory
 from marag.errors import StructuredOutputError
 from marag.llm.base import Message
 
@@ -34,7 +35,7 @@ class FinalAnswer(StyledAnswer, Agent[FinalInput, AnswerOutput]):
             "If the evidence does not answer it, say that you do not know."
         )
         state = [f"Working memory:\n{render_memory(inp.memory)}"]
-        return agent_prompt(inp.question, task, state, f"Question: {inp.question}\nAnswer as JSON.")
+        return laid_out(task, inp.question, state, f"Question: {inp.question}\nAnswer as JSON.", preamble=PREAMBLE)
 
     def fallback(self, inp: FinalInput, error: StructuredOutputError) -> AnswerOutput:
         return self.salvage(error)

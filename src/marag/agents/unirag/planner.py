@@ -13,9 +13,9 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from marag.agents.base import Agent
-from marag.agents.layout import clip
+from marag.agents.layout import clip, laid_out
 from marag.agents.queries import QUERY_MAX_CHARS
-from marag.agents.unirag._shared import MemoryStep, agent_prompt, render_memory
+from marag.agents.unirag._shared import PREAMBLE, MemoryStep, render_memory
 from marag.errors import StructuredOutputError
 from marag.llm.base import Message
 
@@ -53,7 +53,7 @@ class Planner(Agent[PlanInput, PlanStep]):
             f"Queries already used (do not repeat them): {'; '.join(inp.used)}" if inp.used else "",
             f"Searches left: {inp.searches_left}",
         ]
-        return agent_prompt(inp.question, _TASK, state, "Next step as JSON.")
+        return laid_out(_TASK, inp.question, state, "Next step as JSON.", preamble=PREAMBLE)
 
     def fallback(self, inp: PlanInput, error: StructuredOutputError) -> PlanStep:
         if not any(s.action == "search" for s in inp.memory) and inp.searches_left > 0:

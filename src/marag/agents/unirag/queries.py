@@ -11,9 +11,9 @@ from typing import Annotated
 from pydantic import BaseModel, Field, StringConstraints
 
 from marag.agents.base import Agent
-from marag.agents.layout import clip
+from marag.agents.layout import clip, laid_out
 from marag.agents.queries import QUERY_MAX_CHARS
-from marag.agents.unirag._shared import agent_prompt
+from marag.agents.unirag._shared import PREAMBLE
 from marag.errors import StructuredOutputError
 from marag.llm.base import Message
 
@@ -40,7 +40,7 @@ class QueryPlanner(Agent[QueriesInput, Queries]):
             f"Your task: write the search queries needed to answer the question, 1 to {inp.max_queries}, "
             "each a few keywords for a single piece of information."
         )
-        return agent_prompt(inp.question, task, [], "Queries as JSON.")
+        return laid_out(task, inp.question, [], "Queries as JSON.", preamble=PREAMBLE)
 
     def fallback(self, inp: QueriesInput, error: StructuredOutputError) -> Queries:
         return Queries(queries=[clip(inp.question, QUERY_MAX_CHARS)])

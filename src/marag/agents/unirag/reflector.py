@@ -12,7 +12,8 @@ from pydantic import BaseModel, Field
 
 from marag.agents.base import Agent
 from marag.agents.documents import Doc
-from marag.agents.unirag._shared import agent_prompt
+from marag.agents.layout import laid_out, numbered_passages
+from marag.agents.unirag._shared import PREAMBLE
 from marag.errors import StructuredOutputError
 from marag.llm.base import Message
 
@@ -48,9 +49,9 @@ class Reflector(Agent[ReflectInput, Reflection]):
     max_tokens = 200
 
     def messages(self, inp: ReflectInput) -> list[Message]:
-        docs = "\n\n".join(f"[{i}] {d.title}\n{d.text}" for i, d in enumerate(inp.documents, 1))
+        docs = numbered_passages(inp.documents)
         state = [f"Search query: {inp.query}", f"Documents:\n{docs}"]
-        return agent_prompt(inp.question, _TASK, state, "Evidence as JSON.")
+        return laid_out(_TASK, inp.question, state, "Evidence as JSON.", preamble=PREAMBLE)
 
     def fallback(self, inp: ReflectInput, error: StructuredOutputError) -> Reflection:
         return Reflection(found=False)
