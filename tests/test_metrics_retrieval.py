@@ -28,9 +28,15 @@ def _score(retrieved: list[str], gold: list[str], names=None) -> dict[str, float
 def test_registered_names():
     assert set(ALL) == {
         "retrieval_precision", "retrieval_recall", "retrieval_f1",
-        "recall@2", "recall@5", "recall@10", "mrr", "ndcg@10",
+        "recall@2", "recall@5", "recall@10", "mrr", "ndcg@10", "sources_recall",
         "agent_answerable", "agent_useful",  # routing strategies' agent-level rates (test_ropmura)
     }  # fmt: skip
+
+
+def test_sources_recall_scores_what_the_answer_cites_not_what_was_read():
+    ex = _ex(["a", "b", "c"], ["a", "c"]).model_copy(update={"source_doc_ids": ["a"]})
+    got = {k: r.value for k, r in asyncio.run(score_example(ex, ["retrieval_recall", "sources_recall"])).items()}
+    assert got == {"retrieval_recall": 1.0, "sources_recall": 0.5}
 
 
 def test_set_precision_recall_f1_by_hand():

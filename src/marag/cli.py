@@ -226,6 +226,7 @@ def eval_(
     ] = None,
     strategies: Annotated[str, typer.Option(help="Comma-separated strategy names.")] = "llm_only,vanilla_rag",
     limit: Annotated[int, typer.Option(help="Only the first N questions (0 = all).")] = 0,
+    skip: Annotated[int, typer.Option(help="Leave out the first N questions (tune on one part of a set, report on another).")] = 0,
     metrics: Annotated[Optional[str], typer.Option(help="Comma-separated metrics (default: lexical + retrieval).")] = None,
     judge_metrics: Annotated[str, typer.Option(help="Comma-separated LLM-judged metrics, e.g. judge_correct,mrag_correctness.")] = "",
     judge_repeats: Annotated[
@@ -308,6 +309,7 @@ def eval_(
         strategies=_csv(strategies),
         strategy_configs=strategy_configs,
         limit=limit or None,
+        skip=skip,
         metrics=_csv(metrics) if metrics else list(DEFAULT_METRICS),
         judge_metrics=_csv(judge_metrics),
         judge_repeats=judge_repeats,

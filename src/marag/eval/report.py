@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import json
 import re
-from collections import defaultdict
+from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
+from marag.eval.attribution import CAUSES, FAILURES, cause_of_record
 from marag.eval.runner import read_results
 from marag.eval.stats import mean_ci, paired_diff_ci
 from marag.trace import read_jsonl
@@ -169,6 +170,56 @@ def quality_tables(groups: dict[str, list[dict]], metrics: list[str], baseline: 
     return parts
 
 
+def cost_per_correct(groups: dict[str, list[dict]]) -> list[str]:
+    """What a correct answer cost each strategy: its totals over the questions divided
+    by its correct answers (correct as in `marag.eval.attribution`), beside the rate."""
+    parts = [
+        "### Cost per correct answer",
+        "",
+        "Totals over all questions divided by the correct answers (answer contains a gold answer, or token F1 >= 0.5).",
+        "",
+    ]
+    rows = []
+    for name, rs in groups.items():
+        right = sum(cause_of_record(r) == "correct" for r in rs)
+        cells = [name, f"{right}/{len(rs)}"]
+        for key in ("llm_calls", "prompt_tokens", "completion_tokens", "seconds"):
+            total = sum(float((r.get("cost") or {}).get(key, 0.0)) for r in rs)
+            cells.append(f"{total / right:,.1f}" if right else "–")
+        rows.append(cells)
+    return parts + [_table(["strategy", "correct", "LLM calls", "prompt tok", "completion tok", "seconds"], rows)]
+
+
+def failure_sections(groups: dict[str, list[dict]]) -> list[str]:
+    """One cause per question and strategy (`marag.eval.attribution`): counts, then the
+    questions behind each cause, so a failure can be looked up in the viewer."""
+    gold = any(r.get("gold_doc_ids") for rs in groups.values() for r in rs)
+    parts = [
+        "## Why answers fail",
+        "",
+        "One cause per question (`marag.eval.attribution`): budget_stop (the question's budget or deadline stopped it), "
+        "protocol_failure (no usable answer, or over a quarter of the steps were fallbacks or refusals), retrieval_miss "
+        "(no gold document among what the strategy read), answer_not_extracted (a gold answer is in the answer's sources, "
+        "the answer does not give it), reading_miss (a gold document was read, the answer is wrong), wrong (no gold "
+        "documents to tell retrieval from reading)."
+        + ("" if gold else " This dataset has no gold documents: retrieval_miss, answer_not_extracted and reading_miss are n/a."),
+        "",
+    ]
+    counts = {name: Counter(cause_of_record(r) for r in rs) for name, rs in groups.items()}
+    shown = [c for c in CAUSES if any(n[c] for n in counts.values())] or ["correct"]
+    rows = [[name] + [str(counts[name][c]) for c in shown] for name in groups]
+    parts.append(_table(["strategy"] + shown, rows))
+    listing = []
+    for name, rs in groups.items():
+        for cause in FAILURES:
+            qids = sorted(r["qid"] for r in rs if cause_of_record(r) == cause)
+            if qids:
+                listing.append(f"- {name} / {cause} ({len(qids)}): {', '.join(qids)}")
+    if listing:
+        parts += ["", "Questions by cause:", ""] + listing
+    return parts
+
+
 def settings_section(runs: list["Run"], label_run: bool) -> list[str]:
     """What each strategy ran with, so a number can be read with its settings."""
     from marag.strategies import STRATEGIES
@@ -280,6 +331,9 @@ def build_report(
             cells.append(f"{sum(vals) / len(vals):.1f}" if vals else "–")
         crow.append(cells)
     parts.append(_table(["strategy"] + [label for _, label in COST_KEYS], crow))
+
+    parts += [""] + cost_per_correct(groups)
+    parts += [""] + failure_sections(groups)
 
     roles = _role_costs(runs, label_run, common)
     if roles:

@@ -25,6 +25,7 @@ from tqdm.auto import tqdm
 
 from marag.corpus.models import Question
 from marag.errors import MaragError, MaragWarning
+from marag.eval.attribution import attribute, outcome_of
 from marag.eval.datasets import Dataset, load_dataset
 from marag.eval.metrics import METRICS, EvalExample, score_example
 from marag.eval.versions import code_version, library_versions
@@ -35,7 +36,7 @@ from marag.trace import Trace, write_jsonl
 
 DEFAULT_METRICS = [
     "em", "f1", "accuracy", "rouge_l",
-    "retrieval_precision", "retrieval_recall", "retrieval_f1", "recall@2", "recall@5", "mrr",
+    "retrieval_precision", "retrieval_recall", "retrieval_f1", "recall@2", "recall@5", "mrr", "sources_recall",
     "agent_answerable", "agent_useful",  # apply only to routing strategies (RopMura)
 ]
 
@@ -52,6 +53,9 @@ class EvalConfig(BaseModel):
     strategies: list[str]
     strategy_configs: dict[str, dict[str, Any]] = Field(default_factory=dict)
     limit: int | None = None
+    # leave out the first `skip` questions (e.g. tune on 51-100, report on 1-30): a run
+    # of other questions is another run directory, though the same configuration
+    skip: int = Field(default=0, ge=0)
     metrics: list[str] = Field(default_factory=lambda: list(DEFAULT_METRICS))
     judge_metrics: list[str] = Field(default_factory=list)
     # None: the paper's 5 repeats when a separate judge is given, else 1 (see `repeats`)
@@ -96,14 +100,15 @@ class EvalConfig(BaseModel):
         their scores, and the code version. Not how fast it runs (concurrency, threads,
         slots, timeouts, cache, log level), and not `limit`: a larger limit extends the
         run, a smaller one reads part of it."""
-        data = self.model_dump(mode="json", exclude={"concurrency", "limit", "llm", "judge", "index_path"})
+        data = self.model_dump(mode="json", exclude={"concurrency", "limit", "skip", "llm", "judge", "index_path"})
         data["llm"] = self.llm.identity()
         data["judge"] = self.judge.identity() if self.judge else None
         data["code"] = code_version()
         return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:10]
 
     def default_run_id(self) -> str:
-        return f"{Path(self.dataset).stem}-{'+'.join(self.strategies)}-{self.fingerprint()}"
+        skipped = f"-from{self.skip + 1}" if self.skip else ""
+        return f"{Path(self.dataset).stem}{skipped}-{'+'.join(self.strategies)}-{self.fingerprint()}"
 
 
 def validate_names(cfg: EvalConfig) -> None:
@@ -190,14 +195,12 @@ def strategy_settings(cfg: EvalConfig, ds: Dataset) -> dict[str, dict[str, Any]]
 
 
 def _example(q: Question, answer: Answer, doc_collections: dict[str, str] | None = None) -> EvalExample:
-    seen: dict[str, None] = {}
-    for s in answer.sources:
-        seen.setdefault(s.doc_id, None)
     gold = [doc_collections[d] for d in q.gold_doc_ids if doc_collections and d in doc_collections]
     return EvalExample(
         question=q,
         prediction=answer.answer,
-        retrieved_doc_ids=list(seen),
+        retrieved_doc_ids=list(dict.fromkeys(r["doc_id"] for r in answer.read)),
+        source_doc_ids=list(dict.fromkeys(s.doc_id for s in answer.sources)),
         retrieved_texts=[s.text for s in answer.sources],
         details=answer.details,
         gold_collections=list(dict.fromkeys(gold)),
@@ -254,9 +257,13 @@ async def run_eval(
     API streams it as progress)."""
     validate_names(cfg)
     ds = dataset or load_dataset(cfg.dataset, data_dir)
-    questions = ds.questions[: cfg.limit] if cfg.limit else ds.questions
+    questions = ds.questions[cfg.skip :]
+    questions = questions[: cfg.limit] if cfg.limit else questions
     if not questions:
-        raise MaragError(f"dataset {ds.name!r} has no questions")
+        raise MaragError(
+            f"dataset {ds.name!r} has no questions" + (f" after the first {cfg.skip}" if cfg.skip else ""),
+            hint="lower --skip" if cfg.skip else "check the dataset's files",
+        )
     # models are created lazily (no server starts until the first call): cheap to make
     # here, so config.json can record the resolved model ids before any work
     llm = llm or make_llm(cfg.llm)
@@ -371,10 +378,13 @@ async def answer_one(
         trace = answer.trace
         trace.config = {**trace.config, "qid": q.id}
         ex = _example(q, answer, doc_collections)
-        means, stds, details, judged = await _score(cfg, ex, judge, retrieves=STRATEGIES.get(sname).needs_retriever)
+        retrieves = STRATEGIES.get(sname).needs_retriever
+        means, stds, details, judged = await _score(cfg, ex, judge, retrieves=retrieves)
         record |= {
             "prediction": answer.answer,
+            "cause": attribute(outcome_of(answer, q.answers, q.gold_doc_ids, retrieves)),
             "retrieved_doc_ids": ex.retrieved_doc_ids,
+            "source_doc_ids": ex.source_doc_ids,
             "metrics": means,
             "metrics_std": stds,
             "judge_details": details,
@@ -384,9 +394,9 @@ async def answer_one(
             "error": None,
         }
     except MaragError as exc:
-        record |= {"error": f"{type(exc).__name__}: {exc.message}", "cost": {"seconds": time.perf_counter() - t0}}
+        record |= {"error": f"{type(exc).__name__}: {exc.message}", "cause": "error", "cost": {"seconds": time.perf_counter() - t0}}
     except Exception as exc:  # one bad question must not stop the run
-        record |= {"error": f"{type(exc).__name__}: {exc}", "cost": {"seconds": time.perf_counter() - t0}}
+        record |= {"error": f"{type(exc).__name__}: {exc}", "cause": "error", "cost": {"seconds": time.perf_counter() - t0}}
     record |= {"answers": q.answers, "gold_doc_ids": q.gold_doc_ids, "metadata": _flat_metadata(q, categories)}
     return record, trace
 

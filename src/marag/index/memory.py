@@ -99,8 +99,10 @@ class SearchMemory:
     def issued(self, query: str) -> bool:
         return normalize_query(query) in self.queries
 
-    async def page(self, query: str, k: int) -> Page:
-        """The next page of `query`: up to `k` hits, unseen ones only (`unseen_only`)."""
+    async def page(self, query: str, k: int, commit: bool = True) -> Page:
+        """The next page of `query`: up to `k` hits, unseen ones only (`unseen_only`).
+        `commit=False` only looks: nothing is marked read and the query does not move on
+        (a reranker's candidates, of which the caller shows a few and `mark_read`s them)."""
         key = normalize_query(query)
         start = offset = self.queries.get(key, 0)
         hits: list[Hit] = []
@@ -121,11 +123,17 @@ class SearchMemory:
                 break
             if not self.unseen_only or skipped >= self.max_skip:
                 break
-        self.queries[key] = offset
         new = sum(h.chunk_id not in self.read for h in hits)
+        if commit:
+            self.queries[key] = offset
+            self.mark_read(hits)
+        else:
+            self.queries.setdefault(key, start)  # issued, still at the same place in its ranking
+        return Page(query=query, hits=hits, ranks=ranks, offset=start, new=new, skipped=skipped, exhausted=exhausted)
+
+    def mark_read(self, hits: list[Hit]) -> None:
         for h in hits:
             self.read.setdefault(h.chunk_id, h)
-        return Page(query=query, hits=hits, ranks=ranks, offset=start, new=new, skipped=skipped, exhausted=exhausted)
 
     def stats(self) -> dict[str, int]:
         return {"distinct_queries": len(self.queries), "docs_read": len(self.read)}

@@ -2,6 +2,7 @@
 
 from marag.strategies import baselines as _baselines  # noqa: F401  (registers built-ins)
 from marag.strategies import ginger as _ginger  # noqa: F401
+from marag.strategies import ircot as _ircot  # noqa: F401
 from marag.strategies import kair as _kair  # noqa: F401
 from marag.strategies import mrag as _mrag  # noqa: F401
 from marag.strategies import ropmura as _ropmura  # noqa: F401

@@ -34,7 +34,11 @@ class Source(BaseModel):
 class Answer(BaseModel):
     question: str
     answer: str
-    sources: list[Source] = Field(default_factory=list)
+    sources: list[Source] = Field(default_factory=list)  # what the answer is grounded on (mRAG's S, KAIR's C, ...)
+    # every document a model was shown ({chunk_id, doc_id, title}, in reading order):
+    # retrieval metrics and failure attribution read this, so they mean the same for
+    # every strategy (a strategy that records no reads is taken to have read its sources)
+    read: list[dict[str, str]] = Field(default_factory=list)
     strategy: str
     config: dict[str, Any] = Field(default_factory=dict)
     usage: dict[str, float] = Field(default_factory=dict)
@@ -76,16 +80,19 @@ class AnsweringConfig(StrategyConfig):
 
 class PaperSwitch(BaseModel):
     """For a config with a `paper: bool` field: `paper=true` sets `paper_settings` (every
-    addition of ours off, over whatever else was given), and `additions()` names the
-    additions that are on, for reports that must say which variant a number is from."""
+    addition of ours off, over whatever else was given) and `paper_defaults` (the paper's
+    values of settings where our default differs, e.g. more documents per search; a value
+    the caller gives still wins), and `additions()` names the additions that are on, for
+    reports that must say which variant a number is from."""
 
     paper_settings: ClassVar[dict[str, Any]] = {}
+    paper_defaults: ClassVar[dict[str, Any]] = {}
 
     @model_validator(mode="before")
     @classmethod
     def _paper_mode(cls, data: Any) -> Any:
         if isinstance(data, dict) and data.get("paper"):
-            return {**data, **cls.paper_settings}
+            return {**cls.paper_defaults, **data, **cls.paper_settings}
         return data
 
     def additions(self) -> list[str]:
@@ -158,6 +165,7 @@ class Strategy:
             question=question,
             answer=text,
             sources=[Source.from_hit(h) for h in hits],
+            read=trace.read or [{"chunk_id": h.chunk_id, "doc_id": h.doc_id, "title": h.title} for h in hits],
             strategy=self.name,
             config=config,
             usage={**trace.totals(), **counts, "stopped_by_budget": float(budget.stopped_by is not None)},

@@ -6,7 +6,8 @@ from pydantic import Field
 
 from marag.agents.answerer import Answerer, AnswerInput, Passage
 from marag.index.base import Hit
-from marag.strategies.base import STRATEGIES, AnsweringConfig, Strategy
+from marag.strategies.base import STRATEGIES, AnsweringConfig, Strategy, register_variant
+from marag.trace import record_read
 
 
 class LLMOnlyConfig(AnsweringConfig):
@@ -45,8 +46,14 @@ class VanillaRAG(Strategy):
 
     async def solve(self, question: str) -> tuple[str, list[Hit]]:
         hits = await self.search(question, self.config.k)
+        record_read(hits)
         passages = [Passage(title=h.title, text=h.text) for h in hits]
         out = await Answerer(self.config.style())(
             self.llm, AnswerInput(question=question, passages=passages), temperature=self.config.temperature
         )
         return out.answer, hits
+
+
+# More passages for the same single retrieval: an agent's gain over k=2 should be more
+# than what reading five passages instead of two buys.
+register_variant(VanillaRAG, "vanilla_rag_k5", "Retrieve 5 passages, answer from them (vanilla_rag with k=5).", k=5)

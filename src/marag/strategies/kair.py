@@ -59,7 +59,7 @@ from marag.llm.base import LLM
 from marag.llm.budget import budget_spent, grace
 from marag.llm.factory import LLMConfig, make_llm
 from marag.strategies.base import STRATEGIES, AnsweringConfig, Strategy, register_variant
-from marag.trace import step
+from marag.trace import record_read, step
 
 
 class KAIRConfig(AnsweringConfig):
@@ -228,6 +228,7 @@ class KAIR(Strategy):
     async def _extract(self, question: str, st: KnowledgeState, hits: list[Hit], i: int) -> Update:
         temperature, seed = self._sampling(i)
         docs = [doc_from_hit(h, self.config.doc_chars) for h in hits]
+        record_read(hits)
         return await KnowledgeUpdater()(
             self.llm, UpdateInput(question=question, known=st.known_lines(), required=st.required, passages=docs), temperature, seed
         )

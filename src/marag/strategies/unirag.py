@@ -6,9 +6,12 @@ Loop: the planner writes a Thought and chooses `search` (one detailed query) or
 re-ranked by embedding similarity, `rerank`); the reflector condenses them into short
 evidence with source ids, or "No information found"; the (thought, action, evidence)
 step joins the working memory. When the planner says it has the answer, the search
-budget (`max_searches`, a hard cap) is spent, or the question's budget runs out, a
-separate final-answer step writes the answer from the working memory only. The
-sources returned are the documents the evidence came from.
+budget (`max_searches`; None: only the question's hard budget) is spent, or the
+question's budget runs out, a separate final-answer step writes the answer from the
+working memory only. The sources returned are the documents the evidence came from;
+every document shown to the reflector counts as read (`Answer.read`). With `rerank`,
+only the `k` documents shown count as read: the other candidates stay available to
+later searches.
 
 Ablations (registered as strategies): `unirag_no_reflector` (the raw documents, clipped
 to `raw_doc_chars`, are the evidence), `unirag_no_planning` (all queries written first
@@ -19,7 +22,9 @@ Our additions (each off with `paper=true`): the search memory (a search returns 
 documents no earlier search of the question returned; a query that repeats an earlier
 one is sent back to the planner once, `marag.index.memory`), queries cleaned of copied
 bookkeeping, and `search_first` (a final answer before any search is turned into a
-search for the question: small models answer at once from nothing).
+search for the question, recorded as a guard step: small models answer at once from
+nothing). `paper=true` also selects the paper's retrieval, the top 12 of re-ranked
+candidates (`PAPER_DEFAULTS`; ours: the top 8 as retrieved).
 """
 
 from __future__ import annotations
@@ -29,7 +34,8 @@ from typing import Any, ClassVar
 from pydantic import Field
 
 from marag.agents.documents import doc_from_hit
-from marag.agents.queries import clean_query
+from marag.agents.layout import clip
+from marag.agents.queries import QUERY_MAX_CHARS, clean_query
 from marag.agents.unirag import (
     Evidence,
     FinalAnswer,
@@ -49,15 +55,19 @@ from marag.index.memory import SearchMemory
 from marag.index.rerank import EmbeddingReranker
 from marag.llm.budget import budget_spent, grace
 from marag.strategies.base import STRATEGIES, AnsweringConfig, PaperSwitch, Strategy, register_variant
-from marag.trace import step
+from marag.trace import record_read, step
 
 PAPER_SETTINGS: dict[str, Any] = {"memory": False, "clean_queries": False, "search_first": False}
+# The paper's retrieval, which `paper=true` also selects: not additions, but our defaults
+# show fewer documents per search (8, not re-ranked), which a small local model reads better.
+PAPER_DEFAULTS: dict[str, Any] = {"k": 12, "rerank": True}
 
 
 class UniRAGConfig(PaperSwitch, AnsweringConfig):
     paper_settings: ClassVar[dict[str, Any]] = PAPER_SETTINGS
-    k: int = Field(default=8, ge=1, le=20)  # documents per search (the paper: 8, or 12)
-    max_searches: int = Field(default=8, ge=1, le=20)  # hard cap on searches per question
+    paper_defaults: ClassVar[dict[str, Any]] = PAPER_DEFAULTS
+    k: int = Field(default=8, ge=1, le=20)  # documents per search (ours; the paper: 12, re-ranked)
+    max_searches: int | None = Field(default=8, ge=1, le=50)  # cap on searches per question (None: none but the question's budget)
     reflector: bool = True  # False: raw documents are the evidence (ablation)
     planning: bool = True  # False: all queries first, then one answer (ablation)
     max_queries: int = Field(default=3, ge=1, le=4)  # without planning: queries written up front
@@ -88,11 +98,11 @@ class UniRAG(Strategy):
             await self._react(question, memory, steps, cited)
         else:
             queries = await self._call(QueryPlanner(), QueriesInput(question=question, max_queries=cfg.max_queries))
-            planned = [clean_query(q) if cfg.clean_queries else q.strip() for q in queries.queries][: cfg.max_searches]
+            planned = [self._query(q) for q in queries.queries][: cfg.max_searches]
             for i, q in enumerate(planned, 1):
                 if budget_spent():
                     break
-                plan = PlanStep(thought=f"query {i} of {len(planned)}, written up front", action="search", query=q or question)
+                plan = PlanStep(thought=f"query {i} of {len(planned)}, written up front", action="search", query=q or clip(question, QUERY_MAX_CHARS))
                 steps.append(await self._search_step(question, plan, memory, cited))
         with grace():  # the answer is written even when the question's budget is spent
             out = await self._call(FinalAnswer(cfg.style()), FinalInput(question=question, memory=steps))
@@ -103,34 +113,47 @@ class UniRAG(Strategy):
     async def _react(self, question: str, memory: SearchMemory, steps: list[MemoryStep], cited: dict[str, Hit]) -> None:
         cfg = self.config
         searches = 0
-        while searches < cfg.max_searches and not budget_spent():
-            plan_in = PlanInput(question=question, memory=steps, searches_left=cfg.max_searches - searches)
+        while (cfg.max_searches is None or searches < cfg.max_searches) and not budget_spent():
+            left = None if cfg.max_searches is None else cfg.max_searches - searches
+            plan_in = PlanInput(question=question, memory=steps, searches_left=left)
             plan = await self._call(Planner(), plan_in)
-            if plan.action == "final_answer" and (searches or not cfg.search_first):
-                steps.append(MemoryStep(thought=plan.thought, action="final_answer"))
-                return
-            query = clean_query(plan.query) if cfg.clean_queries else plan.query.strip()
-            if cfg.memory and query and memory.near_duplicate(query):
-                # a repeat: the planner is asked once more, told which queries it used
+            query = self._query(plan.query)
+            if plan.action == "search" and cfg.memory and query and memory.near_duplicate(query):
+                # a repeat: the planner is asked once more, told which queries it used;
+                # whatever it decides then (a new query, or the final answer) stands
                 with step("guard", rule="repeated query", query=query) as g:
                     g.status = "refused"
-                retry = await self._call(Planner(), plan_in.model_copy(update={"used": list(memory.queries)}))
-                if retry.action == "search" and retry.query:
-                    plan, query = retry, clean_query(retry.query) if cfg.clean_queries else retry.query.strip()
-            if plan.action != "search" or not query:  # a final answer before any search (search_first), or no query
-                plan, query = PlanStep(thought=plan.thought, action="search", query=question), question
-            steps.append(await self._search_step(question, plan.model_copy(update={"query": query}), memory, cited))
+                plan = await self._call(Planner(), plan_in.model_copy(update={"used": list(memory.queries)}))
+                query = self._query(plan.query)
+            if plan.action == "final_answer":
+                if searches or not cfg.search_first:
+                    steps.append(MemoryStep(thought=plan.thought, action="final_answer"))
+                    return
+                # search_first (ours): no answer before any search; the question is searched instead
+                with step("guard", rule="search_first: a final answer before any search") as g:
+                    g.outputs = {"query": clip(question, QUERY_MAX_CHARS)}
+                query = ""
+            if not query:  # no usable query: search for the question itself
+                query = clip(question, QUERY_MAX_CHARS)
+            steps.append(await self._search_step(question, PlanStep(thought=plan.thought, action="search", query=query), memory, cited))
             searches += 1
+
+    def _query(self, text: str) -> str:
+        return clean_query(text) if self.config.clean_queries else clip(text, QUERY_MAX_CHARS)
 
     async def _search_step(self, question: str, plan: PlanStep, memory: SearchMemory, cited: dict[str, Hit]) -> MemoryStep:
         cfg = self.config
         with step("search", query=plan.query) as s:
             if cfg.rerank:
-                page = await memory.page(plan.query, cfg.rerank_depth)
+                # look at `rerank_depth` candidates, show the best `k`: only those count as
+                # read, so a later search can still return the others
+                page = await memory.page(plan.query, cfg.rerank_depth, commit=False)
                 hits = self._reranker().rerank(plan.query, page.hits, cfg.k)
+                memory.mark_read(hits)
             else:
                 hits = (await memory.page(plan.query, cfg.k)).hits
             s.outputs = {"chunk_ids": [h.chunk_id for h in hits]}
+        record_read(hits)
         if not cfg.reflector:  # ablation: the raw documents are the evidence
             evidence = [Evidence(source=h.chunk_id, text=doc_from_hit(h, cfg.raw_doc_chars).text) for h in hits]
             cited.update((h.chunk_id, h) for h in hits)
@@ -157,3 +180,4 @@ class UniRAG(Strategy):
 register_variant(UniRAG, "unirag_no_reflector", "UniRAG ablation: raw documents as evidence (no reflector).", reflector=False)
 register_variant(UniRAG, "unirag_no_planning", "UniRAG ablation: all queries first, then one answer (no planning).", planning=False)
 register_variant(UniRAG, "unirag_1search", "UniRAG ablation: at most one search.", max_searches=1)
+register_variant(UniRAG, "unirag_paper", "UniRAG with only the paper's behaviour (paper=true: no search memory, query cleaning or search-first; k=12 re-ranked).", paper=True)

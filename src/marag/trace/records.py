@@ -66,6 +66,10 @@ class Trace(BaseModel):
     answer: str | None = None
     error: str | None = None
     budget: dict[str, Any] = Field(default_factory=dict)  # the question's hard limits, what it spent, what stopped it
+    # every document a model was shown (chunk_id, doc_id, title), in the order first
+    # shown: what the strategy *read*, as opposed to what its searches returned (a
+    # reranker's candidates) or what its answer cites (`Answer.sources`)
+    read: list[dict[str, str]] = Field(default_factory=list)
 
     # -- totals read by cost accounting, the viewer and trajectory export -----------
     def llm_calls(self) -> Iterator[LLMCall]:
@@ -186,6 +190,20 @@ def record_llm_call(call: LLMCall) -> None:
     s = _target_step("llm")
     if s is not None:
         s.llm_calls.append(call)
+
+
+def record_read(hits: Iterable[Any]) -> None:
+    """Note that these documents (anything with chunk_id, doc_id and title: a `Hit`) are
+    about to be shown to a model. Strategies call it where they put retrieved documents
+    into a prompt, so every strategy reports what it read the same way."""
+    trace = _current_trace.get()
+    if trace is None:
+        return
+    seen = {r["chunk_id"] for r in trace.read}
+    for h in hits:
+        if h.chunk_id not in seen:
+            seen.add(h.chunk_id)
+            trace.read.append({"chunk_id": h.chunk_id, "doc_id": h.doc_id, "title": getattr(h, "title", "")})
 
 
 def record_search(call: SearchCall) -> None:

@@ -54,7 +54,7 @@ from marag.index.base import Hit
 from marag.index.memory import SearchFn, SearchMemory, query_terms
 from marag.llm.base import LLM, Message
 from marag.llm.budget import budget_spent
-from marag.trace import step
+from marag.trace import record_read, step
 
 
 
@@ -440,6 +440,7 @@ class Searcher:
         self, llm, inp, hits: list[Hit], ranks: list[int], query: str, limits: SearchLimits, temperature, seed
     ) -> list[Judged]:
         docs = [doc_from_hit(h, limits.doc_chars) for h in hits]
+        record_read(hits)
         first = bool(ranks) and ranks[0] < limits.docs_per_step
         if not hits:
             verdicts: list[Judgement] = []

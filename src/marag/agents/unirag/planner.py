@@ -23,7 +23,7 @@ from marag.llm.base import Message
 class PlanInput(BaseModel):
     question: str
     memory: list[MemoryStep] = Field(default_factory=list)
-    searches_left: int
+    searches_left: int | None = None  # None: no cap of its own
     used: list[str] = Field(default_factory=list)  # queries already run (to ask for a new one)
 
 
@@ -51,11 +51,11 @@ class Planner(Agent[PlanInput, PlanStep]):
         state = [
             f"Working memory:\n{render_memory(inp.memory)}",
             f"Queries already used (do not repeat them): {'; '.join(inp.used)}" if inp.used else "",
-            f"Searches left: {inp.searches_left}",
+            f"Searches left: {inp.searches_left}" if inp.searches_left is not None else "",
         ]
         return laid_out(_TASK, inp.question, state, "Next step as JSON.", preamble=PREAMBLE)
 
     def fallback(self, inp: PlanInput, error: StructuredOutputError) -> PlanStep:
-        if not any(s.action == "search" for s in inp.memory) and inp.searches_left > 0:
+        if not any(s.action == "search" for s in inp.memory) and inp.searches_left != 0:
             return PlanStep(thought="fallback: search for the question", action="search", query=clip(inp.question, QUERY_MAX_CHARS))
         return PlanStep(thought="fallback: answer from the evidence gathered", action="final_answer")

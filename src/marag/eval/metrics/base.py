@@ -22,8 +22,11 @@ class EvalExample(BaseModel):
 
     question: Question  # answers, gold_doc_ids, metadata (nuggets, reference_answer, category, ...)
     prediction: str
-    retrieved_doc_ids: list[str] = Field(default_factory=list)  # ranked, de-duplicated doc ids
-    retrieved_texts: list[str] = Field(default_factory=list)  # texts the answer was grounded on
+    # every document the strategy's models were shown, in reading order, de-duplicated:
+    # what the retrieval metrics score (the same notion for every strategy)
+    retrieved_doc_ids: list[str] = Field(default_factory=list)
+    source_doc_ids: list[str] = Field(default_factory=list)  # the answer's sources (mRAG's S, KAIR's C, ...)
+    retrieved_texts: list[str] = Field(default_factory=list)  # texts the answer was grounded on (its sources)
     details: dict[str, Any] = Field(default_factory=dict)  # the strategy's own report (`Answer.details`)
     gold_collections: list[str] = Field(default_factory=list)  # collections holding the gold documents
     # Results several metrics share (e.g. one nugget assignment read by nugget_vstrict

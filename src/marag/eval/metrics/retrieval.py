@@ -1,7 +1,9 @@
 """Document-level retrieval metrics against `question.gold_doc_ids`.
 
-`ex.retrieved_doc_ids` is the ranked, de-duplicated list of documents the strategy
-retrieved over the whole run. Precision, recall and F1 treat it as a set (KAIR's
+`ex.retrieved_doc_ids` is the de-duplicated list of documents the strategy's models
+were shown over the whole run (what it read), in reading order: the same notion for a
+retrieve-then-read baseline (its k passages) and an agent (every page it judged).
+`sources_recall` scores the answer's sources instead (mRAG's S, KAIR's context). Precision, recall and F1 treat it as a set (KAIR's
 retrieval F1); recall@k, MRR and nDCG@10 use its order. Relevance is binary: a document
 is relevant iff its id is a gold id.
 
@@ -128,6 +130,16 @@ def _recall_at(k: int) -> type[RecallAtK]:
         {"name": name, "k": k, "description": f"Fraction of the gold documents among the top {k} retrieved."},
     )
     return METRICS.register(name)(cls)
+
+
+@METRICS.register("sources_recall")
+class SourcesRecall(_RetrievalMetric):
+    name = "sources_recall"
+    description = "Fraction of the gold documents among the answer's sources (S: what the answer was written from)."
+
+    async def score(self, ex: EvalExample, judge: LLM | None = None, seed: int | None = None) -> MetricResult:
+        _, r, _ = set_precision_recall_f1(ex.source_doc_ids, ex.question.gold_doc_ids)
+        return MetricResult(value=r)
 
 
 RECALL_CUTOFFS = (2, 5, 10)

@@ -1,0 +1,82 @@
+"""Failure attribution: one cause per question, by hand on planted outcomes, and in the
+report a run writes."""
+
+from __future__ import annotations
+
+import json
+
+from marag.eval.attribution import Outcome, attribute, cause_of_record
+from marag.eval.report import build_report
+
+GOLD = ["Maren Holt", "Salt Winter"]
+
+
+def outcome(**over) -> Outcome:
+    base = dict(
+        prediction="Oslo",
+        answers=["Brekke"],
+        gold_docs=GOLD,
+        read_docs=["Maren Holt", "Herring"],
+        source_text="Maren Holt grew up in Oslo.",
+        retrieves=True,
+        steps=8,
+    )
+    return Outcome(**{**base, **over})
+
+
+def test_each_cause_by_hand():
+    assert attribute(outcome(prediction="She grew up in Brekke.")) == "correct"  # the gold answer is contained
+    assert attribute(outcome(error=True)) == "error"
+    assert attribute(outcome(stopped=True)) == "budget_stop"
+    assert attribute(outcome(prediction="")) == "protocol_failure"
+    assert attribute(outcome(prediction="I could not produce an answer.")) == "protocol_failure"
+    assert attribute(outcome(answer_fell_back=True)) == "protocol_failure"
+    assert attribute(outcome(bad_steps=3)) == "protocol_failure"  # 3 of 8 steps fell back or were refused
+    assert attribute(outcome(bad_steps=2)) == "reading_miss"  # 2 of 8 is not more than a quarter
+    assert attribute(outcome(read_docs=["Herring"])) == "retrieval_miss"
+    assert attribute(outcome(source_text="Maren Holt grew up in Brekke, a village.")) == "answer_not_extracted"
+    assert attribute(outcome()) == "reading_miss"
+    assert attribute(outcome(gold_docs=[])) == "wrong"  # no gold documents: retrieval cannot be told from reading
+    assert attribute(outcome(retrieves=False, read_docs=[])) == "wrong"
+
+
+def test_precedence_budget_before_protocol_before_retrieval():
+    o = outcome(stopped=True, prediction="", read_docs=[])
+    assert attribute(o) == "budget_stop"
+    assert attribute(outcome(prediction="", read_docs=[])) == "protocol_failure"
+
+
+def test_records_without_a_stored_cause_get_the_ones_that_need_no_trace():
+    rec = {"prediction": "Oslo", "answers": ["Brekke"], "gold_doc_ids": GOLD, "retrieved_doc_ids": ["Herring"], "cost": {}}
+    assert cause_of_record(rec) == "retrieval_miss"
+    assert cause_of_record({**rec, "retrieved_doc_ids": ["Salt Winter"]}) == "reading_miss"
+    assert cause_of_record({**rec, "cause": "answer_not_extracted"}) == "answer_not_extracted"
+    assert cause_of_record({"error": "boom"}) == "error"
+
+
+def _write_run(path, results: list[dict]):
+    path.mkdir()
+    (path / "config.json").write_text(json.dumps({"config": {"dataset": "planted", "strategies": ["vanilla_rag", "mrag"], "seed": 0, "llm": {}}}))
+    with (path / "results.jsonl").open("w") as f:
+        for r in results:
+            f.write(json.dumps(r) + "\n")
+
+
+def test_the_report_counts_causes_lists_questions_and_prices_a_correct_answer(tmp_path):
+    def rec(strategy, qid, pred, cause, calls):
+        return {"strategy": strategy, "qid": qid, "question": "?", "prediction": pred, "answers": ["Brekke"], "gold_doc_ids": GOLD,
+                "retrieved_doc_ids": ["Maren Holt"], "metrics": {"f1": float(pred == "Brekke")}, "cause": cause,
+                "cost": {"llm_calls": calls, "prompt_tokens": 100 * calls, "seconds": 2.0 * calls}}  # fmt: skip
+
+    run = tmp_path / "run"
+    _write_run(run, [
+        rec("vanilla_rag", "q1", "Brekke", "correct", 1), rec("vanilla_rag", "q2", "Oslo", "retrieval_miss", 1),
+        rec("mrag", "q1", "Brekke", "correct", 10), rec("mrag", "q2", "Brekke", "correct", 20),
+    ])  # fmt: skip
+    text = build_report([run], plots=False).read_text()
+    section = text[text.index("## Why answers fail"):]
+    assert "| vanilla_rag | 1 | 1 |" in section and "| mrag | 2 | 0 |" in section  # correct, retrieval_miss
+    assert "- vanilla_rag / retrieval_miss (1): q2" in section
+    per_correct = text[text.index("### Cost per correct answer"):]
+    # vanilla_rag: 2 calls for 1 correct answer; mrag: 30 calls for 2
+    assert "| vanilla_rag | 1/2 | 2.0 | 200.0 |" in per_correct and "| mrag | 2/2 | 15.0 | 1,500.0 |" in per_correct
