@@ -237,3 +237,52 @@ def test_memory_stops_at_the_end_of_the_ranking():
     pages = asyncio.run(go())
     assert [[h.doc_id for h in p.hits] for p in pages] == [["d0", "d1"], ["d2", "d3"], ["d4"], []]
     assert [p.exhausted for p in pages] == [False, False, True, True]
+
+
+# -- what the reference model did (issue: trajectories with a model that follows the protocol)
+
+
+def test_counters_of_the_next_move_prompt_never_reach_the_index(retriever):
+    """A model asked for a new query copies the line of the current query, with what
+    stands beside it: the query sent to the index is the query and nothing else."""
+
+    def copying_move(user: str) -> dict:
+        line = next(x for x in user.splitlines() if x.startswith("Current query:"))
+        return {"action": "change", "new_query": f"Maren Holt {line} (pages read: 1 of 5)", "reason": "next hop"}
+
+    script = Script(
+        CoordinatorDecision=[coord("searcher", "the author"), coord("answerer"), coord("finisher")],
+        Query=[{"query": "Salt Winter author"}],
+        Judgement=judge_with_facts,
+        Move=lambda user: copying_move(user) if "Current query: Salt Winter" in user else {"action": "end", "new_query": "", "reason": ""},
+        AnswerOutput=lambda _: {"answer": "Brekke"},
+    )
+    llm = ScriptedLLM(fn=script)
+    ans = asyncio.run(MRAG(llm, retriever).run(QUESTION))
+    queries = list(dict.fromkeys(c.query for s in ans.trace.steps for c in s.searches))
+    assert queries == ["Salt Winter author", "Maren Holt"]
+    move_prompt = next(c.messages[-1]["content"] for c in llm.calls if c.output_model.__name__ == "Move")
+    assert "\nCurrent query: Salt Winter author\n" in move_prompt  # alone on its line
+
+
+def test_a_query_repeated_over_searcher_runs_reads_at_most_its_limit_then_ends_the_run(retriever):
+    """The coordinator sends the searcher again and again and the query writer always
+    writes the same query (what the reference model did 5-16 times a question): the
+    query reads at most `query_reuse_limit` pages over the whole question, then a
+    searcher run with nothing new to search ends at once, without a search."""
+    script = Script(
+        CoordinatorDecision=lambda _: coord("searcher", "the village"),
+        Query=lambda _: {"query": "Winter salt village"},
+        Judgement=lambda _: {"explanation": "no", "fact": "", "relevant": False},
+        Move=lambda _: {"action": "continue", "new_query": "", "reason": "more"},
+        AnswerOutput=lambda _: {"answer": "unknown"},
+    )
+    cfg = {"query_reuse_limit": 2, "max_agent_calls": 8, "keep_top_ranked": 0, "progress_guard": False, "guards": False}
+    ans = asyncio.run(MRAG(ScriptedLLM(fn=script), retriever, cfg).run(QUESTION))
+    searches = [c.query for s in ans.trace.steps for c in s.searches]
+    # two pages of the query in all, over every run; then the coordinator's words, two pages
+    assert searches == ["Winter salt village"] * 2 + ["the village"] * 2
+    ended = [s for s in ans.trace.steps if s.agent == "searcher.no_new_query"]
+    assert len(ended) >= 2 and all(s.status == "refused" for s in ended)
+    runs = [s for s in ans.trace.steps if s.agent == "searcher"]
+    assert not runs[-1].outputs["steps"]  # the last runs read nothing

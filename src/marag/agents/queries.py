@@ -15,15 +15,23 @@ QUERY_MAX_CHARS = 120
 _BOOKKEEPING = re.compile(
     r"\b(?:already known|known so far|facts? found(?: so far)?|still missing|look(?:ing)? for|"
     r"queries already used|already searched|relevant documents so far|this page|documents found|"
-    r"working memory|evidence|thought|question)\s*:",
+    r"working memory|evidence|thought|question|current query|pages? (?:read|left)(?: with (?:it|this query))?|"
+    r"searches left|calls left)\s*:",
+    re.IGNORECASE,
+)
+# A parenthetical of counters or labels copied from a prompt: "(pages read: 1 of 5)",
+# "(2 of 5)", "(found for: ...)", "(no more results)".
+_COPIED_PAREN = re.compile(
+    r"\((?:[^()]*\b\d+\s+of\s+\d+\b[^()]*|[^()]*\b(?:pages?|found for|results|relevant|left|read)\b[^()]*)\)",
     re.IGNORECASE,
 )
 
 
 def clean_query(text: str, limit: int = QUERY_MAX_CHARS) -> str:
-    """The query without bookkeeping copied from the prompt (everything from the first
-    label on, or a leading "Query:"), quotes and extra space; clipped."""
-    flat = " ".join(str(text).split())
+    """The query without bookkeeping copied from the prompt (parenthesised counters such
+    as "(pages read: 1 of 5)", everything from the first label on, a leading "Query:"),
+    quotes and extra space; clipped."""
+    flat = " ".join(_COPIED_PAREN.sub(" ", str(text)).split())
     flat = re.sub(r"^\s*(?:search\s+)?query\s*:\s*", "", flat, flags=re.IGNORECASE)
     if m := _BOOKKEEPING.search(flat):
         head = flat[: m.start()].strip(" .;,-")

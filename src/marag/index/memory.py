@@ -90,6 +90,7 @@ class SearchMemory:
     similarity: Callable[[str, str], float] | None = None  # e.g. embedding cosine, compared to threshold
     max_skip: int = 200  # at most this many read chunks paged past per page (a bound on work)
     queries: dict[str, int] = field(default_factory=dict)  # normalized query -> next offset in its ranking
+    pages: dict[str, int] = field(default_factory=dict)  # normalized query -> pages read with it, over the question
     read: dict[str, Hit] = field(default_factory=dict)  # chunk id -> hit, in the order first read
 
     def near_duplicate(self, query: str) -> tuple[str, float] | None:
@@ -98,6 +99,10 @@ class SearchMemory:
 
     def issued(self, query: str) -> bool:
         return normalize_query(query) in self.queries
+
+    def pages_read(self, query: str) -> int:
+        """Pages read with `query` so far in this question (by any agent, any run)."""
+        return self.pages.get(normalize_query(query), 0)
 
     async def page(self, query: str, k: int, commit: bool = True) -> Page:
         """The next page of `query`: up to `k` hits, unseen ones only (`unseen_only`).
@@ -126,6 +131,7 @@ class SearchMemory:
         new = sum(h.chunk_id not in self.read for h in hits)
         if commit:
             self.queries[key] = offset
+            self.pages[key] = self.pages.get(key, 0) + 1
             self.mark_read(hits)
         else:
             self.queries.setdefault(key, start)  # issued, still at the same place in its ranking

@@ -214,12 +214,15 @@ class NextMove(Agent[NextInput, Move]):
     max_tokens = 90
 
     def messages(self, inp: NextInput) -> list[Message]:
+        # The current query stands alone on its line and the counters on theirs: a model
+        # asked for a new query copies whatever shares the query's line.
         state = [
             f"Looking for: {inp.aspects}" if inp.aspects else "",
-            f"Query: {inp.query} (pages read: {inp.uses} of {inp.reuse_limit})",
+            f"Current query: {inp.query}",
             f"This page:\n{render_lines(inp.page, '(no more results)')}",
             f"Relevant documents so far:\n{render_lines(inp.found)}",
-            f"Pages left: {inp.steps_left}." if inp.steps_left is not None else "",
+            f"Pages read with the current query: {inp.uses} of at most {inp.reuse_limit}.",
+            f"Pages left in this search: {inp.steps_left}." if inp.steps_left is not None else "",
         ]
         return laid_out(_NEXT_SYSTEM, inp.question, state, "Next move as JSON.")
 
@@ -292,11 +295,11 @@ class SearcherOutput(BaseModel):
         return len(self.steps) - len({s.query for s in self.steps})
 
 
-def seed_query(inp: SearcherInput, memory: SearchMemory) -> str | None:
-    """A query from the newest fact found that no query has covered yet (the bridge to
-    the next hop), or None."""
+def seed_query(inp: SearcherInput, memory: SearchMemory, found: list[str] = ()) -> str | None:
+    """A query from the newest fact found (this run's `found` lines first, then what the
+    team knew) that no query has covered yet (the bridge to the next hop), or None."""
     used = set().union(*(query_terms(q) for q in memory.queries)) if memory.queries else set()
-    for line in reversed(inp.known):
+    for line in [*reversed(found), *reversed(inp.known)]:
         if ": " not in line:  # a title without a fact: nothing to bridge with
             continue
         fact = line.split(": ", 1)[1]
@@ -345,14 +348,14 @@ class Searcher:
                 return dup is not None
 
             query = await self._first_query(llm, inp, memory, limits, usable, repeats, temperature, seed)
-            uses: dict[str, int] = {}  # pages read per query
+            uses: dict[str, int] = {}  # pages read per query in this run (the reuse limit counts the whole question's)
             steps: list[SearchStep] = []
             first_page: list[tuple[Hit, Judged]] = []  # the first query's first page (rank floor)
             page_cap = limits.max_steps or SAFETY_PAGES
-            for n in range(page_cap):
+            for n in range(page_cap if query else 0):
                 page = await memory.page(query, limits.docs_per_step)
                 hits, offset = page.hits, page.offset
-                uses[query] = uses.get(query, 0) + 1
+                uses[query] = memory.pages_read(query)
                 judged = await self._judge(llm, inp, hits, page.ranks, query, limits, temperature, seed)
                 if n == 0:
                     first_page = list(zip(hits, judged))
@@ -384,12 +387,13 @@ class Searcher:
                     seed,
                 )
                 new_query = clean_query(move.new_query)
-                fresh = (
-                    new_query != query
-                    and uses.get(new_query, 0) < limits.query_reuse_limit
-                    and usable(new_query)
-                    and not repeats(new_query)
-                )
+                fresh = self._fresh(new_query, query, memory, limits, usable, repeats)
+                if move.action == "change" and not fresh and limits.memory:
+                    # the model wants another query but offered none that is new: the newest
+                    # fact no query has used, if any (else the move ends the search below)
+                    seeded = seed_query(inp, memory, [f"{j.title}: {j.fact}" for _, j in found.values() if j.fact])
+                    if seeded and self._fresh(seeded, query, memory, limits, usable, repeats):
+                        new_query, fresh = seeded, True
                 action, forced = self._enforce(
                     move.action,
                     fresh,
@@ -418,6 +422,17 @@ class Searcher:
             s.outputs = out.model_dump(mode="json")
         return out, [h for h, _ in found.values()]
 
+    @staticmethod
+    def _fresh(new_query: str, query: str, memory: SearchMemory, limits: SearchLimits, usable, repeats) -> bool:
+        """A usable new query: not the current one, pages left, on topic, not a repeat."""
+        return (
+            bool(new_query)
+            and new_query != query
+            and memory.pages_read(new_query) < limits.query_reuse_limit
+            and usable(new_query)
+            and not repeats(new_query)
+        )
+
     async def _first_query(self, llm, inp: SearcherInput, memory: SearchMemory, limits, usable, repeats, temperature, seed) -> str:
         tried: list[str] = []
         for _ in range(1 + (limits.query_retries if limits.memory else 0)):
@@ -431,10 +446,17 @@ class Searcher:
                 return q
             tried.append(q)
         # repeated or unusable: the newest fact no query has covered (a bridge to the next
-        # hop), else what the coordinator asked for; a repeat of that continues past what
-        # was read (the memory pages unseen documents only)
+        # hop), else what the coordinator asked for, else the question. A repeat of an
+        # earlier query continues past what was read (the memory pages unseen documents
+        # only) while it has pages left; once it has read `query_reuse_limit` pages over
+        # the question, nothing new is left to search: "" ends this searcher run.
         seeded = seed_query(inp, memory) if limits.memory else None
-        return seeded or clean_query(inp.aspects) or clip(inp.question, QUERY_MAX_CHARS)
+        query = seeded or clean_query(inp.aspects) or clip(inp.question, QUERY_MAX_CHARS)
+        if memory.pages_read(query) >= limits.query_reuse_limit:
+            with step("searcher.no_new_query", query=query) as s:
+                s.status, s.outputs = "refused", {"ended": True, "pages_read": memory.pages_read(query)}
+            return ""
+        return query
 
     async def _judge(
         self, llm, inp, hits: list[Hit], ranks: list[int], query: str, limits: SearchLimits, temperature, seed
@@ -492,14 +514,15 @@ class Searcher:
         dry-paging guard is on."""
         if action == "end":
             return "end", None
-        if action == "change" and fresh:
-            return "change", None
-        # continue (or a change without a usable new query, which reads the same query again)
+        if action == "change":
+            # without a usable new query a change ends the search: reading the same query
+            # again is not what was asked for, and asking again is how searches loop
+            return ("change", None) if fresh else ("end", "no_new_query")
         blocked = (
             "no_more_results" if not had_hits else "query_reuse_limit" if used_up else "page_added_nothing" if dry else None
         )
         if blocked is None:
-            return "continue", None if action == "continue" else "no_new_query"
+            return "continue", None
         return ("change" if fresh else "end"), blocked
 
 
