@@ -159,8 +159,6 @@ def test_competition_shares_only_the_best_scored_context_and_each_agent_keeps_it
     second = [p for p in prompts if "agent 2 of 2" in p][1]
     assert "What is known:\n(none)" in second and "Salt Winter was written by Maren Holt" not in second
     assert "Maren Holt" not in second.split("What is required (open gaps):", 1)[1]
-    filters = [c.messages[-1]["content"] for c in model.calls if c.output_model.__name__ == "Kept"]
-    assert sum("Salt Winter" in numbered(f.split("Passages:\n", 1)[1]) for f in filters) >= 2  # a shared C is re-filtered by its new owner only when its K changes
     assert ans.usage["open_gaps"] == 0 and ans.answer == "Brekke"
     assert [s.doc_id for s in ans.sources] == ["salt-winter", "holt"]
 
