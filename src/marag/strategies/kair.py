@@ -92,7 +92,9 @@ class KAIRConfig(PaperSwitch, AnsweringConfig):
     retrieval: Literal["bm25", "given"] = "bm25"
     diversity_weight: float = Field(default=0.5, ge=0.0, le=2.0)  # ours (the paper: a relevance/diversity trade-off)
     redundancy_threshold: float = Field(default=0.8, gt=0.0, le=1.0)  # ours
-    moderator: bool = False  # one agent: stop once the moderator scores C at or above the threshold
+    # one agent or collaboration: stop once the moderator scores C at or above the threshold
+    # (competition always has the moderator score every agent's C)
+    moderator: bool = False
     moderator_threshold: int = Field(default=7, ge=0, le=10)  # on the moderator's 0-10 scale (ours)
     agent_temperature: float = Field(default=0.7, ge=0.0, le=2.0)
     # -- needed in every mode: prompts must fit the model's context --
@@ -189,7 +191,7 @@ class KAIR(Strategy):
                 break
             if not any(progress):
                 break
-        # an agent with no open gap, else the one whose C the moderator scored best
+        # the agent with the fewest open gaps; among equals, the one whose C scored best
         best = min(range(len(states)), key=lambda i: (len(states[i].required), -scores[i], -len(states[i].known), i))
         return states[best]
 
@@ -198,7 +200,7 @@ class KAIR(Strategy):
         context; the best one, if it reaches the threshold, becomes every agent's C.
         Known facts and open gaps stay each agent's own."""
         cfg = self.config
-        scores = list(await asyncio.gather(*(self._score(question, s, i) for i, s in enumerate(states))))
+        scores = list(await asyncio.gather(*(self._score(question, s) for s in states)))
         best = max(range(len(states)), key=lambda i: (scores[i], -i))
         shared = scores[best] >= cfg.moderator_threshold
         if shared:
@@ -346,8 +348,9 @@ class KAIR(Strategy):
 
     async def _filter(self, question: str, st: KnowledgeState, hits: list[Hit], i: int, refilter: bool) -> bool:
         """Update C from `hits`. `refilter` (K changed): C's passages are judged again
-        beside the new ones, and C becomes what is kept; otherwise kept new passages
-        are added to C."""
+        beside the new ones, and C becomes what is kept (a passage that no longer fits
+        `context_chars` beside the others leaves C); otherwise kept new passages are
+        added to C."""
         temperature, seed = self._sampling(i)
         old = list(st.context.values()) if refilter else []
         new = [h for h in hits if h.chunk_id not in st.context]
@@ -381,7 +384,7 @@ class KAIR(Strategy):
                          "dropped": [c for c in before if c not in st.context], "context": list(st.context)}  # fmt: skip
         return list(st.context) != before
 
-    async def _score(self, question: str, st: KnowledgeState, i: int) -> int:
+    async def _score(self, question: str, st: KnowledgeState) -> int:
         """The moderator's 0-10 score of an agent's C (0 without a call when C is empty)."""
         docs = packed(self.ranked(st), self.config.context_chars)
         if not docs:
@@ -389,7 +392,7 @@ class KAIR(Strategy):
         return (await Moderator()(self.llm, ModeratorInput(question=question, passages=docs), self.config.temperature, self.config.seed)).score
 
     async def _sufficient(self, question: str, st: KnowledgeState) -> bool:
-        return await self._score(question, st, 0) >= self.config.moderator_threshold
+        return await self._score(question, st) >= self.config.moderator_threshold
 
 
 register_variant(KAIR, "kair_2", "KAIR with 2 competing agents.", agents=2)
