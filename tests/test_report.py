@@ -98,12 +98,12 @@ def test_categories_in_their_own_order_recall_cut_and_zero_bars_plotted(tmp_path
 
 
 def test_settings_of_strategies_with_a_paper_flag_of_their_own(tmp_path):
-    # KAIR and UniRAG have a `paper` setting too; only mRAG's config lists additions
+    # a strategy with a paper mode names the additions that were on
     rows = [_row("kair", "q1", 1.0), _row("mrag_paper", "q1", 0.0)]
     run = _run(tmp_path, "run", rows, ["kair", "mrag_paper"])
     meta = json.loads((run / "config.json").read_text())
     meta["strategy_settings"] = {"kair": {"paper": False, "max_steps": 3}, "mrag_paper": {"paper": True}}
     (run / "config.json").write_text(json.dumps(meta))
     text = build_report([run], plots=False).read_text()
-    assert "- kair: paper=false, max_steps=3" in text
+    assert "- kair — our additions on: support_check, memory, gap_as_query, agent_angles: paper=false, max_steps=3" in text
     assert "- mrag_paper — paper's behaviour only: paper=true" in text

@@ -1,13 +1,16 @@
 """RopMura: knowledge boundaries (complete linkage, floor(sqrt(m)) clusters), routing by
-centroids to the planted collection, a router that never sees raw documents, the
-multi-hop planner flow and its round limit, the variants, topic splits and the
-agent-level metrics; scripted models over a real BM25 + MiniLM index."""
+centroids to the planted collection, a router that never sees raw documents and grades
+every reply in one call with the conversation so far, the multi-hop planner flow and
+its round limit, the variants as the paper's rows (one-shot, single-hop rows without the
+planner, single-agent rows), the paper's mode, topic splits and the agent-level
+metrics; scripted models over a real BM25 + MiniLM index."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import math
+import re
 
 import numpy as np
 import pytest
@@ -19,7 +22,8 @@ from marag.index.cluster import boundary, kmeans
 from marag.index.pipeline import index_corpus
 from marag.index.store import IndexConfig
 from marag.llm import ScriptedLLM
-from marag.strategies import STRATEGIES, make_strategy
+from marag.strategies import make_strategy
+from marag.strategies.ropmura import PAPER_SETTINGS, RopMura, RopMuraConfig
 
 TOPICS = {
     "astronomy": [
@@ -80,15 +84,33 @@ def script(**replies):
 
 
 def agent_reply(user: str) -> dict:
+    """Answers Jupiter when one of its documents names it, else does not know."""
     coll = user.split("Your collection: ", 1)[1].split("\n", 1)[0]
-    return {"analysis": f"quote from {coll}", "answer": "Jupiter" if coll == "astronomy" else "I don't know"}
+    docs = user.split("Documents:", 1)[1].split("Your collection: ", 1)[0]
+    return {"analysis": f"quote from {coll}", "answer": "Jupiter" if "Jupiter" in docs else "I don't know"}
+
+
+def responses(user: str) -> list[tuple[str, str]]:
+    """(agent, answer) of each response shown to the router, in order."""
+    return re.findall(r"^\[\d+\] (.+)\nAnalysis: .*\nAnswer: (.*)$", user, re.M)
+
+
+def router_reply(user: str) -> dict:
+    """Grades a response reliable when it names Jupiter, else unhelpful; answers Jupiter
+    when any response (or passage) says so."""
+    grades = ["reliable" if "Jupiter" in a else "unhelpful" for _, a in responses(user)]
+    return {"grades": grades, "answer": "Jupiter" if "Jupiter" in user else "unknown"}
 
 
 ANSWERING = dict(
     KnowledgeReply=agent_reply,
-    Grades=lambda u: {"grades": ["reliable"] * u.count("\nAnalysis: ")},
+    RouterReply=router_reply,
     AnswerOutput=lambda u: {"answer": "Jupiter" if "Jupiter" in u else "unknown"},
 )
+
+
+def called(llm, model: str) -> list[str]:
+    return [c.messages[-1]["content"] for c in llm.calls if c.output_model.__name__ == model]
 
 
 def run(name, llm, index, config=None, q="Which planet is the largest gas giant of the solar system?"):
@@ -103,10 +125,15 @@ def test_boundary_has_floor_sqrt_m_clusters_and_unit_centroids():
         assert len(centroids) == math.isqrt(m) == len(set(labels.tolist()))
         assert np.allclose(np.linalg.norm(centroids, axis=1), 1.0, atol=1e-5)
     # above max_exact the linkage runs on a sample and every vector gets its nearest centroid
+    # floor(sqrt(500)) = 22 clusters of the whole collection, each with members
     x = rng.normal(size=(500, 8))
     centroids, labels = boundary(x, max_exact=100)
-    assert len(centroids) == math.isqrt(100) or len(centroids) <= math.isqrt(500)
-    assert labels.shape == (500,) and labels.max() < len(centroids)
+    assert len(centroids) == math.isqrt(500) == 22 and labels.shape == (500,)
+    assert np.bincount(labels, minlength=22).min() > 0 and np.allclose(np.linalg.norm(centroids, axis=1), 1.0, atol=1e-5)
+    # each centroid is its members' unit mean
+    unit = x / np.linalg.norm(x, axis=1, keepdims=True)
+    mean = unit[labels == 0].mean(axis=0)
+    assert np.allclose(centroids[0], mean / np.linalg.norm(mean), atol=1e-5)
 
 
 def test_routing_invites_the_planted_collection(index):
@@ -124,13 +151,55 @@ def test_routing_invites_the_planted_collection(index):
 def test_the_router_never_receives_raw_chunk_text(index):
     llm = script(**ANSWERING)
     ans = run("ropmura_route", llm, index)
-    router_prompts = [c.messages[-1]["content"] for c in llm.calls if c.output_model.__name__ in ("Grades", "AnswerOutput")]
+    router_prompts = called(llm, "RouterReply")
     texts = [t for ts in TOPICS.values() for t in ts]
     assert router_prompts and not any(t in p for p in router_prompts for t in texts)
-    agent_prompts = [c.messages[-1]["content"] for c in llm.calls if c.output_model.__name__ == "KnowledgeReply"]
-    assert any(TOPICS["astronomy"][1] in p for p in agent_prompts)  # the agents did read their documents
-    assert ans.answer == "Jupiter" and ans.details["useful_collections"] == ["astronomy"]
-    assert "astronomy-1" in [s.doc_id for s in ans.sources]
+    assert any(TOPICS["astronomy"][1] in p for p in called(llm, "KnowledgeReply"))  # the agents did read their documents
+    assert ans.answer == "Jupiter" and ans.details["reliable_collections"] == ["astronomy"]
+    # sources: the pieces of agents not graded unhelpful
+    assert {s.doc_id.split("-")[0] for s in ans.sources} == {"astronomy"} and "astronomy-1" in [s.doc_id for s in ans.sources]
+
+
+def test_the_router_grades_every_reply_in_one_call_with_the_conversation_so_far(index):
+    """No reply is dropped before grading (a reply saying "I don't know" is graded by the
+    model too); grades and answer come from one call per routed question; from the
+    second round on, the router sees the earlier sub-questions and answers."""
+    seen = []
+
+    def grade(user):
+        seen.append(responses(user))
+        return {"grades": ["conjecture" if "know" in a else "reliable" for _, a in responses(user)], "answer": "Jupiter"}
+
+    llm = script(
+        SubQuestions=[{"questions": ["Which planets are gas giants?"]}, {"questions": ["Which gas giant is the largest?"]}],
+        Selection=lambda u: {"choice": 1, "question": u.split("Candidates:\n1. ", 1)[1].split("\n", 1)[0]},
+        Judgment=[{"justification": "size missing", "answerable": False}, {"justification": "enough", "answerable": True}],
+        **{**ANSWERING, "RouterReply": grade},
+    )
+    ans = run("ropmura", llm, index, {"max_agents": 3})
+    routed = [s for s in ans.trace.steps if s.agent == "router"]
+    assert len(routed) == 2 and len(called(llm, "RouterReply")) == 2  # one router call per routed question
+    assert all(len(r) == 3 for r in seen) and ("football", "I don't know") in seen[0]  # every reply graded
+    grades = [s.outputs for s in ans.trace.steps if s.agent == "router.grades"]
+    assert grades[0] == {"astronomy": "reliable", "cooking": "conjecture", "football": "conjecture"}
+    first, second = called(llm, "RouterReply")
+    assert "Conversation so far" not in first
+    assert "Conversation so far:\n- Which planets are gas giants? -> Jupiter" in second
+    assert "football" in {s.doc_id.split("-")[0] for s in ans.sources}  # a conjecture's pieces count as sources
+
+
+def test_an_analysis_of_ten_quoting_sentences_reaches_the_router(index):
+    long = " ".join(f'Sentence {i} quotes it: "Jupiter is the largest planet of the solar system, a gas giant with a storm".' for i in range(10))
+    assert 1000 < len(long) <= 1500
+
+    def reply(user):
+        coll = user.split("Your collection: ", 1)[1].split("\n", 1)[0]
+        return {"analysis": long if coll == "astronomy" else "nothing here", "answer": "Jupiter" if coll == "astronomy" else "I don't know"}
+
+    llm = script(**{**ANSWERING, "KnowledgeReply": reply})
+    ans = run("ropmura_route", llm, index, {"max_agents": 2})
+    assert [s.status for s in ans.trace.steps if s.agent == "knowledge_agent" and "documents" in s.inputs] == ["ok", "ok"]
+    assert long in called(llm, "RouterReply")[0] and ans.answer == "Jupiter"
 
 
 def test_planner_rounds_split_select_route_judge_defend(index):
@@ -161,28 +230,83 @@ def test_round_limit(index):
     assert [s.agent for s in ans.trace.steps if s.agent == "defender"] == ["defender"]
 
 
-@pytest.mark.parametrize("name", ["ropmura_all_agents", "ropmura_raw_knowledge", "ropmura_one_shot", "ropmura_presplit", "ropmura_greedy"])
-def test_variants_run(index, name):
-    llm = script(
-        SubQuestions=lambda u: {"questions": ["Which planet is the largest?", "Is it a gas giant?"]},
-        Selection=lambda u: {"choice": 1, "question": "Is Jupiter a gas giant?"},
-        Judgment=lambda u: {"justification": "ok", "answerable": True},
-        **ANSWERING,
-    )
+PLANNING = dict(
+    SubQuestions=lambda u: {"questions": ["Which planet is the largest?", "Is it a gas giant?"]},
+    Selection=lambda u: {"choice": 1, "question": "Is Jupiter a gas giant?"},
+    Judgment=lambda u: {"justification": "ok", "answerable": True},
+)
+Q = "Which planet is the largest gas giant of the solar system?"
+
+
+@pytest.mark.parametrize("name", ["ropmura_one_shot", "ropmura_route", "ropmura_all_agents", "ropmura_raw_knowledge"])
+def test_one_shot_and_single_hop_rows_route_the_original_question_once_without_the_planner(index, name):
+    llm = script(**PLANNING, **ANSWERING)
     ans = run(name, llm, index)
-    names = [c.output_model.__name__ for c in llm.calls]
     routers = [s for s in ans.trace.steps if s.agent == "router"]
-    assert routers and ans.answer
+    assert [r.inputs["question"] for r in routers] == [Q]  # no decomposition
+    names = {c.output_model.__name__ for c in llm.calls}
+    assert not names & {"SubQuestions", "Selection", "Judgment"} and not [s for s in ans.trace.steps if s.agent == "defender"]
+    assert len(called(llm, "RouterReply")) == 1 and ans.answer == "Jupiter"
+    assert all(s.inputs.get("question") == Q for s in ans.trace.steps if s.agent == "knowledge_agent")
+    if name == "ropmura_one_shot":
+        assert make_strategy(name, llm, index.retriever()).config.pieces >= 20
     if name == "ropmura_all_agents":
         assert routers[0].outputs["invited"] == ["astronomy", "cooking", "football"]
     if name == "ropmura_raw_knowledge":
-        assert "KnowledgeReply" not in names and "Grades" not in names
-        router_prompt = next(c for c in llm.calls if c.output_model.__name__ == "AnswerOutput").messages[-1]["content"]
-        assert TOPICS["astronomy"][1] in router_prompt  # the ablation: the router reads passages
-    if name == "ropmura_one_shot":
-        assert len(routers) == 2 and "Selection" not in names and "Judgment" not in names
-    if name == "ropmura_greedy":
-        assert "Selection" not in names and "Judgment" not in names
+        assert "KnowledgeReply" not in names
+        assert TOPICS["astronomy"][1] in called(llm, "RouterReply")[0]  # the ablation: the router reads passages
+
+
+@pytest.mark.parametrize("name", ["ropmura_presplit", "ropmura_greedy"])
+def test_planning_baselines(index, name):
+    llm = script(**PLANNING, **ANSWERING)
+    ans = run(name, llm, index)
+    asked = [s.inputs["question"] for s in ans.trace.steps if s.agent == "router"]
+    names = [c.output_model.__name__ for c in llm.calls]
+    assert "Judgment" not in names and names[-1] == "AnswerOutput"  # no judger; the defender answers
+    if name == "ropmura_presplit":  # one split; the second sub-question polished with the first answer
+        assert names.count("SubQuestions") == 1 and asked == ["Which planet is the largest?", "Is Jupiter a gas giant?"]
+    if name == "ropmura_greedy":  # the splitter each round, its first new sub-question taken, no selector
+        assert "Selection" not in names and asked == ["Which planet is the largest?", "Is it a gas giant?"]
+
+
+@pytest.mark.parametrize("name", ["ropmura_single_one_shot", "ropmura_single_presplit", "ropmura_single_greedy"])
+def test_single_agent_rows_need_no_collections(tmp_path_factory, name):
+    """The paper's single-agent rows: one knowledge agent holding the whole corpus."""
+    d = tmp_path_factory.mktemp("single")
+    rows = [{"id": f"{t}-{i}", "title": f"{t} {i}", "text": x} for t, xs in TOPICS.items() for i, x in enumerate(xs)]
+    (d / "docs.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    idx = index_corpus(d / "docs.jsonl", d / "idx", IndexConfig(retrievers=["bm25", "dense"]), progress=False)
+    assert idx.collections() == []
+    llm = script(**PLANNING, **ANSWERING)
+    ans = asyncio.run(make_strategy(name, llm, idx.retriever()).run(Q))
+    agents = [s for s in ans.trace.steps if s.agent == "knowledge_agent" and "chunk_ids" in s.outputs]
+    assert agents and all(s.inputs["collection"] == "(whole corpus)" for s in agents)
+    docs = {c.split("-")[0] for s in agents for c in s.outputs["chunk_ids"]}
+    assert len(docs) > 1 or "astronomy" in docs  # pieces come from the whole corpus
+    assert "invited_collections" not in ans.details  # no collection: the agent metrics do not apply
+    assert ans.answer == "Jupiter"
+
+
+def test_paper_mode_turns_every_addition_off(index):
+    cfg = RopMuraConfig(paper=True, max_agents=1, repeat_check=True)  # paper wins
+    assert cfg.additions() == [] and all(getattr(cfg, k) == v for k, v in PAPER_SETTINGS.items())
+    assert RopMuraConfig().additions() == ["max_agents", "repeat_check"]
+    strat = make_strategy("ropmura_paper", ScriptedLLM(), index.retriever())
+    assert isinstance(strat, RopMura) and strat.config.paper and (strat.config.pieces, strat.config.rerank_to) == (20, 5)
+    # no cap on the invited owners: every owner of the top centroids is asked
+    llm = script(**ANSWERING)
+    ans = run("ropmura_route", llm, index, {"paper": True, "max_agents": 1})
+    assert len(next(s for s in ans.trace.steps if s.agent == "router").outputs["invited"]) == 3
+    # no repeat check: a selector that repeats a sub-question is taken at its word
+    repeat = dict(
+        SubQuestions=lambda u: {"questions": ["Which planets are gas giants?", "Which gas giant is largest?"]},
+        Selection=lambda u: {"choice": 1, "question": "Which planets are gas giants?"},
+        Judgment=lambda u: {"justification": "not yet", "answerable": False},
+    )
+    for paper, second in ((True, "Which planets are gas giants?"), (False, "Which gas giant is largest?")):
+        ans = run("ropmura", script(**repeat, **ANSWERING), index, {"paper": paper, "max_rounds": 2})
+        assert [s.inputs["question"] for s in ans.trace.steps if s.agent == "router"][1] == second
 
 
 def test_an_index_without_collections_is_refused(tmp_path, repo):
@@ -207,18 +331,25 @@ def test_kmeans_split_recovers_planted_topics(tmp_path, index):
 
 
 def test_agent_metrics():
+    """The paper's rates: answerable = some invited agent holds a gold document; useful =
+    the share of invited agents that hold one (whatever the router graded)."""
     q = Question(id="q", question="?", answers=["x"], gold_doc_ids=["astronomy-1"])
     ex = EvalExample(
-        question=q, prediction="x", details={"invited_collections": ["cooking", "astronomy"], "useful_collections": ["astronomy"]},
+        question=q, prediction="x", details={"invited_collections": ["cooking", "astronomy"], "reliable_collections": []},
         gold_collections=["astronomy"],
     )  # fmt: skip
     out = asyncio.run(score_example(ex, ["agent_answerable", "agent_useful"]))
     assert out["agent_answerable"].value == 1.0 and out["agent_useful"].value == 0.5
     ex.details["invited_collections"] = ["cooking"]
-    assert asyncio.run(score_example(ex, ["agent_answerable"]))["agent_answerable"].value == 0.0
+    out = asyncio.run(score_example(ex, ["agent_answerable", "agent_useful"]))
+    assert out["agent_answerable"].value == 0.0 and out["agent_useful"].value == 0.0
     assert asyncio.run(score_example(EvalExample(question=q, prediction="x"), ["agent_answerable", "agent_useful"])) == {}
 
 
-def test_registered():
-    assert {"ropmura", "ropmura_route", "ropmura_all_agents", "ropmura_raw_knowledge", "ropmura_one_shot",
-            "ropmura_presplit", "ropmura_greedy"} <= set(STRATEGIES.names())  # fmt: skip
+def test_agent_useful_is_not_zero_with_raw_knowledge(index):
+    ans = run("ropmura_raw_knowledge", script(**ANSWERING), index, {"max_agents": 2})
+    invited = ans.details["invited_collections"]
+    assert invited[0] == "astronomy" and len(invited) == 2
+    q = Question(id="q", question=Q, answers=["Jupiter"], gold_doc_ids=["astronomy-1"])
+    ex = EvalExample(question=q, prediction=ans.answer, details=ans.details, gold_collections=["astronomy"])
+    assert asyncio.run(score_example(ex, ["agent_useful"]))["agent_useful"].value == 0.5

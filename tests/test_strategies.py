@@ -139,3 +139,25 @@ def test_cached_calls_cost_no_tokens(tmp_path):
     assert again.answer == "Paris" and len(llm.calls) == 1  # served from the cache
     assert again.usage["llm_calls"] == 1 and again.usage["cached_llm_calls"] == 1
     assert again.usage["prompt_tokens"] == 0 and again.usage["completion_tokens"] == 0
+
+
+def test_cot_reasons_then_answers_without_retrieval():
+    """RopMura's chain-of-thought baseline: no retriever, the reasoning asked for before
+    the answer and kept in the trace, only the answer returned."""
+    llm = ScriptedLLM([{"reasoning": "Lovelace wrote the first published algorithm, for the Analytical Engine.", "answer": "Ada Lovelace"}])
+    ans = asyncio.run(make_strategy("cot", llm).run("Who is often called the first computer programmer?"))
+    assert ans.answer == "Ada Lovelace" and ans.sources == [] and ans.usage["searches"] == 0
+    call = llm.calls[0]
+    assert "step by step" in call.messages[0]["content"] and call.output_model.model_fields.keys() == {"reasoning", "answer"}
+    assert ans.trace.steps[0].outputs["reasoning"].startswith("Lovelace wrote")
+    # an unusable reply keeps the answer text it holds
+    torn = ScriptedLLM(['{"reasoning": "x", "answer": "Ada Lovelace', '{"reasoning": "x", "answer": "Ada Lovelace'])
+    assert asyncio.run(make_strategy("cot", torn).run("Who?")).answer == "Ada Lovelace"
+
+
+def test_vanilla_rag_k10_reads_ten_passages(sample_index):
+    llm = ScriptedLLM([{"answer": "Ada Lovelace"}])
+    ans = asyncio.run(make_strategy("vanilla_rag_k10", llm, sample_index.retriever("bm25")).run("Who wrote programs for machines?"))
+    assert ans.config["k"] == 10 and ans.trace.steps[0].searches[0].k == 10
+    shown = llm.calls[0].messages[-1]["content"]
+    assert len(ans.sources) > 2 and all(f"[{i}] " in shown for i in range(1, len(ans.sources) + 1))

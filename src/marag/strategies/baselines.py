@@ -1,10 +1,14 @@
-"""The two baselines every evaluation runs beside the agent strategies."""
+"""The baselines every evaluation runs beside the agent strategies: closed book
+(`llm_only`), chain-of-thought without retrieval (`cot`, RopMura's baseline), and
+retrieve-then-read (`vanilla_rag` with mRAG's k=2; `vanilla_rag_k10`, KAIR's naive RAG
+at k=10)."""
 
 from __future__ import annotations
 
 from pydantic import Field
 
 from marag.agents.answerer import Answerer, AnswerInput, Passage
+from marag.agents.cot import REASONING_MAX_CHARS, ChainOfThought
 from marag.index.base import Hit
 from marag.strategies.base import STRATEGIES, AnsweringConfig, Strategy, register_variant
 from marag.trace import record_read
@@ -27,6 +31,27 @@ class LLMOnly(Strategy):
         out = await Answerer(self.config.style())(
             self.llm, AnswerInput(question=question), temperature=self.config.temperature
         )
+        return out.answer, []
+
+
+class CoTConfig(AnsweringConfig):
+    reasoning_chars: int = Field(default=REASONING_MAX_CHARS, ge=100, le=4000)  # ours: the reasoning's length cap
+    temperature: float = 0.0
+
+
+@STRATEGIES.register("cot")
+class CoT(Strategy):
+    """Closed book with chain-of-thought: the model reasons step by step, then answers
+    (RopMura's baseline without retrieval)."""
+
+    name = "cot"
+    description = "No retrieval: the LLM reasons step by step from its own knowledge, then answers."
+    needs_retriever = False
+    Config = CoTConfig
+
+    async def solve(self, question: str) -> tuple[str, list[Hit]]:
+        cfg = self.config
+        out = await ChainOfThought(cfg.style(), cfg.reasoning_chars)(self.llm, AnswerInput(question=question), temperature=cfg.temperature)
         return out.answer, []
 
 
@@ -57,3 +82,4 @@ class VanillaRAG(Strategy):
 # More passages for the same single retrieval: an agent's gain over k=2 should be more
 # than what reading five passages instead of two buys.
 register_variant(VanillaRAG, "vanilla_rag_k5", "Retrieve 5 passages, answer from them (vanilla_rag with k=5).", k=5)
+register_variant(VanillaRAG, "vanilla_rag_k10", "Naive RAG at k=10 (KAIR's baseline): retrieve 10 passages, answer from them.", k=10)

@@ -1,29 +1,42 @@
-"""Knowledge-aware iterative retrieval (KAIR): retrieval first, its product a refined
-context, which a separate generator then answers from.
+"""Knowledge-aware iterative retrieval (KAIR; Song, "Knowledge-Aware Iterative Retrieval
+for Multi-Agent Systems", 2025): retrieval first, its product a refined context, which a
+separate generator then answers from.
 
-Each agent keeps a state: What is Known (verified facts, each with its passage), What is
-Required (open gaps; at first the question itself), the query history, and the refined
-context (passages, verbatim). One cycle:
+Each agent keeps a state: What is Known K (verified facts, each with its passage), What
+is Required R (open gaps; at first the question itself), the query history, and the
+refined context C (passages, verbatim). One cycle:
 1. query planning: the model proposes candidate queries, each for an open gap; the
    strategy scores them by relevance to an open gap minus `diversity_weight` times
    their similarity to earlier queries (content-word overlap, `marag.index.memory`),
    rejects those above `redundancy_threshold`, and runs the best;
-2. retrieval of the top `k` (with the search memory: documents not retrieved before);
+2. retrieval of the top `k` (the paper: BM25, top 10; `retrieval`);
 3. knowledge update: facts the new passages state, each checked against what is known
-   (new / known / conflict: conflicts are discarded and recorded) and against its own
-   passage (`support_check`: a fact must share most of its content words with the
-   passage it cites); the gaps they answer close, new gaps open;
-4. contextual filtering: the passages to keep, verbatim.
-It repeats until Required is empty, the optional `moderator` judges the known facts
-sufficient, a cycle cannot find a non-redundant query, or `max_steps` cycles ran.
+   (new / known / conflict: conflicts are discarded and recorded); the gaps the update
+   names close only when it added at least one new, supported fact; new gaps open;
+4. contextual filtering: the passages to keep, verbatim; when K changed, the passages
+   already in C are filtered again with the new ones (C follows the knowledge).
+It repeats until Required is empty, the optional `moderator` scores C at or above
+`moderator_threshold`, a cycle cannot find a non-redundant query, or `max_steps` cycles
+ran. The generator reads C packed into `context_chars` characters, passages that
+support a known fact first; an empty C leaves it to answer closed-book, which the
+trace's generator step and the answer's details record (`closed_book`).
 
-Several agents (`agents > 1`): in `competition` every agent runs a cycle on its own
-state each round (agents after the first sample at `agent_temperature`, so they
-differ); the agent with the fewest open gaps wins the round and its known facts, gaps
-and context become every agent's; the run stops when any agent has no open gap. In
+Several agents (`agents > 1`): in `competition` (the paper's Eq. 6) every agent runs a
+cycle on its own state each round (agents after the first sample at
+`agent_temperature`, so they differ); then the moderator scores each agent's C, and the
+best-scored C, when it reaches `moderator_threshold`, becomes every agent's C. K and R
+stay each agent's own. The run stops when any agent has no open gap. In
 `collaboration` the agents share one blackboard: each round a goal manager assigns the
 open gaps to the agents, which plan, retrieve and extract in parallel; their updates
-are merged into the blackboard one after another.
+are merged into the blackboard one after another, then one filter call updates C.
+
+Our additions (each off with `paper=true`, `kair_paper`): `support_check` (a fact must
+share most of its content words with the passage it cites), `memory` (a retrieval
+returns only passages no earlier retrieval of the question returned), `gap_as_query`
+(when every candidate repeats an earlier query, the open gap itself is tried), and
+`agent_angles` (competing agents are told their number and asked for their own angle).
+Needed in every mode, not additions: `doc_chars` and `context_chars` (prompts must fit
+the model's context), bounded strings in every output schema, each role's fallback.
 
 Usage adds `cycles` (steps to converge) and `cost_units` (see `Trace.totals`).
 """
@@ -32,12 +45,12 @@ from __future__ import annotations
 
 import asyncio
 import re
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
 from marag.agents.answerer import Answerer, AnswerInput, Passage
-from marag.agents.documents import doc_from_hit
+from marag.agents.documents import Doc, doc_from_hit, pack_texts
 from marag.agents.kair import (
     Candidates,
     ContextFilter,
@@ -52,28 +65,47 @@ from marag.agents.kair import (
     Update,
     UpdateInput,
 )
+from marag.agents.layout import clip
 from marag.agents.queries import clean_query
 from marag.index.base import Hit
 from marag.index.memory import SearchMemory, overlap, query_terms, repeated
 from marag.llm.base import LLM
 from marag.llm.budget import budget_spent, grace
 from marag.llm.factory import LLMConfig, make_llm
-from marag.strategies.base import STRATEGIES, AnsweringConfig, Strategy, register_variant
+from marag.strategies.base import STRATEGIES, AnsweringConfig, PaperSwitch, Strategy, register_variant
 from marag.trace import record_read, step
 
+# What `paper=True` sets: every addition of ours off (module docstring).
+PAPER_SETTINGS: dict[str, Any] = {"support_check": False, "memory": False, "gap_as_query": False, "agent_angles": False}
 
-class KAIRConfig(AnsweringConfig):
+
+class KAIRConfig(PaperSwitch, AnsweringConfig):
+    paper_settings: ClassVar[dict[str, Any]] = PAPER_SETTINGS
     agents: int = Field(default=1, ge=1, le=5)
     mode: Literal["competition", "collaboration"] = "competition"
-    max_steps: int = Field(default=4, ge=1, le=12)  # cycles (rounds) per question
-    k: int = Field(default=10, ge=1, le=20)  # passages per retrieval
-    diversity_weight: float = Field(default=0.5, ge=0.0, le=2.0)
-    redundancy_threshold: float = Field(default=0.8, gt=0.0, le=1.0)
+    # cycles (rounds) per question; ours: the paper reports how many steps runs took (4.9 on
+    # average for one agent on its hardest set) and names no cap we could find
+    max_steps: int = Field(default=10, ge=1, le=30)
+    k: int = Field(default=10, ge=1, le=20)  # passages per retrieval (the paper: top 10)
+    # "bm25": the index's BM25 part, as in the paper (when the retriever given belongs to an
+    # index that has one); "given": whatever retriever the run passes (--retriever)
+    retrieval: Literal["bm25", "given"] = "bm25"
+    diversity_weight: float = Field(default=0.5, ge=0.0, le=2.0)  # ours (the paper: a relevance/diversity trade-off)
+    redundancy_threshold: float = Field(default=0.8, gt=0.0, le=1.0)  # ours
+    # one agent or collaboration: stop once the moderator scores C at or above the threshold
+    # (competition always has the moderator score every agent's C)
     moderator: bool = False
-    support_check: bool = True
-    memory: bool = True  # retrieval returns only passages no earlier retrieval returned
+    moderator_threshold: int = Field(default=7, ge=0, le=10)  # on the moderator's 0-10 scale (ours)
     agent_temperature: float = Field(default=0.7, ge=0.0, le=2.0)
-    doc_chars: int | None = Field(default=700, ge=100)  # each passage as the roles read it
+    # -- needed in every mode: prompts must fit the model's context --
+    doc_chars: int | None = Field(default=700, ge=100)  # each new passage as the roles read it
+    context_chars: int | None = Field(default=6000, ge=200)  # C as the generator, moderator and filter read it
+    paper: bool = False  # only the paper's behaviour: PAPER_SETTINGS
+    # -- our additions (module docstring) --
+    support_check: bool = True
+    memory: bool = True
+    gap_as_query: bool = True
+    agent_angles: bool = True
     temperature: float = 0.0
     seed: int | None = None
     generator: dict[str, Any] | None = None  # LLMConfig fields of the answering model (default: the strategy's)
@@ -91,6 +123,14 @@ def _norm(text: str) -> str:
     return " ".join(re.findall(r"[a-z0-9]+", text.lower()))
 
 
+def packed(hits: list[Hit], chars: int | None) -> list[Doc]:
+    """`hits` (most relevant first) as documents that fit `chars` characters together
+    (`pack_texts`: all shown while they fit, else clipped to a common share; the least
+    relevant left out when even 200 characters each would not fit)."""
+    allowance = pack_texts([len(h.text) for h in hits], chars)
+    return [doc_from_hit(h, n) for h, n in zip(hits, allowance) if n > 0]
+
+
 @STRATEGIES.register("kair")
 class KAIR(Strategy):
     name = "kair"
@@ -100,6 +140,10 @@ class KAIR(Strategy):
     def __init__(self, llm: LLM, retriever=None, config=None):
         super().__init__(llm, retriever, config)
         self.generator = make_llm(LLMConfig.model_validate(self.config.generator)) if self.config.generator else llm
+        index = getattr(retriever, "index", None)
+        self.retrieval = "given"
+        if self.config.retrieval == "bm25" and index is not None and index.has("bm25"):
+            self.retriever, self.retrieval = index.retriever("bm25"), "bm25"
 
     async def solve(self, question: str) -> tuple[str, list[Hit]]:
         cfg = self.config
@@ -107,35 +151,65 @@ class KAIR(Strategy):
             final = await self._collaborate(question)
         else:
             final = await self._compete(question)
-        passages = [Passage(title=h.title, text=h.text) for h in final.context.values()]
+        shown = self.ranked(final)
+        docs = packed(shown, cfg.context_chars)
+        shown = shown[: len(docs)]
+        closed_book = not docs  # an empty C: the answerer's own-knowledge prompt
         with grace():
-            with step("generator") as s:
+            with step("generator", closed_book=closed_book) as s:
+                passages = [Passage(title=d.title, text=d.text) for d in docs]
                 out = await Answerer(cfg.style())(self.generator, AnswerInput(question=question, passages=passages), cfg.temperature, cfg.seed)
-                s.outputs = {"answer": out.answer, "passages": list(final.context)}
+                s.outputs = {"answer": out.answer, "passages": [h.chunk_id for h in shown], "closed_book": closed_book}
         with step("budget") as s:
-            s.outputs = {"cycles": final.cycles, "known": len(final.known), "open_gaps": len(final.required), "context": len(final.context)}
-        return out.answer, list(final.context.values())
+            s.outputs = {
+                "cycles": final.cycles, "known": len(final.known), "open_gaps": len(final.required),
+                "context": len(final.context), "context_shown": len(shown), "closed_book": closed_book,
+                "retriever": self.retrieval,
+            }  # fmt: skip
+        return out.answer, shown
+
+    @staticmethod
+    def ranked(st: KnowledgeState) -> list[Hit]:
+        """C most relevant first: the passages that support a known fact (in the order
+        the facts were learned), then the others in the order kept."""
+        sources = list(dict.fromkeys(f.source for f in st.known if f.source in st.context))
+        return [st.context[c] for c in sources] + [h for c, h in st.context.items() if c not in sources]
 
     # -- one agent, or several competing --------------------------------------------------
     async def _compete(self, question: str) -> KnowledgeState:
         cfg = self.config
         states = [KnowledgeState(required=[question]) for _ in range(cfg.agents)]
         memories = [SearchMemory(self.search, unseen_only=cfg.memory) for _ in states]
+        scores = [0] * len(states)
         for _ in range(cfg.max_steps):
-            if budget_spent() or any(not s.required for s in states) or await self._sufficient(question, states[0]):
+            if budget_spent() or any(not s.required for s in states):
                 break
             progress = await asyncio.gather(*(self._cycle(question, s, m, i) for i, (s, m) in enumerate(zip(states, memories))))
             if cfg.agents > 1:
-                best = min(range(len(states)), key=lambda i: (len(states[i].required), -len(states[i].known), i))
-                with step("round", winner=best) as r:
-                    r.outputs = {"open_gaps": [len(s.required) for s in states], "winner": best}
-                for i, s in enumerate(states):  # the winner's knowledge becomes every agent's
-                    if i != best:
-                        w = states[best]
-                        s.known, s.required, s.context = list(w.known), list(w.required), dict(w.context)
+                scores = await self._share_best_context(question, states)
+            elif cfg.moderator and await self._sufficient(question, states[0]):
+                break
             if not any(progress):
                 break
-        return min(states, key=lambda s: (len(s.required), -len(s.known)))
+        # the agent with the fewest open gaps; among equals, the one whose C scored best
+        best = min(range(len(states)), key=lambda i: (len(states[i].required), -scores[i], -len(states[i].known), i))
+        return states[best]
+
+    async def _share_best_context(self, question: str, states: list[KnowledgeState]) -> list[int]:
+        """The paper's competition (Eq. 6): the moderator scores each agent's refined
+        context; the best one, if it reaches the threshold, becomes every agent's C.
+        Known facts and open gaps stay each agent's own."""
+        cfg = self.config
+        scores = list(await asyncio.gather(*(self._score(question, s) for s in states)))
+        best = max(range(len(states)), key=lambda i: (scores[i], -i))
+        shared = scores[best] >= cfg.moderator_threshold
+        if shared:
+            for i, s in enumerate(states):
+                if i != best:
+                    s.context = dict(states[best].context)
+        with step("round", winner=best) as r:
+            r.outputs = {"scores": scores, "winner": best, "shared": shared, "open_gaps": [len(s.required) for s in states]}
+        return scores
 
     # -- several agents on one blackboard -----------------------------------------------------
     async def _collaborate(self, question: str) -> KnowledgeState:
@@ -143,7 +217,7 @@ class KAIR(Strategy):
         board = KnowledgeState(required=[question])
         memory = SearchMemory(self.search, unseen_only=cfg.memory)
         for _ in range(cfg.max_steps):
-            if budget_spent() or not board.required or await self._sufficient(question, board):
+            if budget_spent() or not board.required:
                 break
             gaps = board.required[: cfg.agents]  # the goal manager: one open gap per agent
             with step("goal_manager") as g:
@@ -151,15 +225,18 @@ class KAIR(Strategy):
             found = await asyncio.gather(*(self._plan_and_retrieve(question, board, memory, i, gap) for i, gap in enumerate(gaps)))
             snapshot = board.model_copy(deep=True)
             updates = await asyncio.gather(*(self._extract(question, snapshot, hits, i) for i, (_, hits) in enumerate(found) if hits))
+            known_before = len(board.known)
             progress = False
             for (query, hits), update in zip([f for f in found if f[1]], updates):
                 progress |= self._apply(board, snapshot.required, hits, update)
-            for i, (_, hits) in enumerate(found):
-                if hits:
-                    progress |= await self._filter(question, board, hits, i)
+            hits = list({h.chunk_id: h for _, hs in found for h in hs}.values())
+            if hits:
+                progress |= await self._filter(question, board, hits, 0, refilter=len(board.known) > known_before)
             board.cycles += 1
             with step("state") as s:
                 s.outputs = board.snapshot()
+            if cfg.moderator and await self._sufficient(question, board):
+                break
             if not progress and not any(q for q, _ in found):
                 break
         return board
@@ -170,8 +247,9 @@ class KAIR(Strategy):
         if query is None:
             return False
         update = await self._extract(question, st, hits, i)
+        known_before = len(st.known)
         progress = self._apply(st, list(st.required), hits, update)
-        progress |= await self._filter(question, st, hits, i)
+        progress |= await self._filter(question, st, hits, i, refilter=len(st.known) > known_before)
         st.cycles += 1
         with step("state", by_agent=i) as s:
             s.outputs = st.snapshot()
@@ -186,8 +264,9 @@ class KAIR(Strategy):
     async def _plan_and_retrieve(self, question: str, st: KnowledgeState, memory: SearchMemory, i: int, focus: str):
         cfg = self.config
         temperature, seed = self._sampling(i)
+        members = cfg.agents if cfg.agent_angles else 1
         plan_in = PlanInput(
-            question=question, known=st.known_lines(), required=st.required, history=st.history, focus=focus, member=i, members=cfg.agents
+            question=question, known=st.known_lines(), required=st.required, history=st.history, focus=focus, member=i, members=members
         )
         cands = await QueryPlanner()(self.llm, plan_in, temperature, seed)
         query = self._choose(cands, st, focus)
@@ -202,14 +281,15 @@ class KAIR(Strategy):
     def _choose(self, cands: Candidates, st: KnowledgeState, focus: str) -> str | None:
         """The candidate with the best relevance - diversity_weight x redundancy. When
         every candidate repeats an earlier query, the open gap itself is tried as the
-        query; None when that repeats one too."""
+        query (`gap_as_query`); None when that repeats one too."""
         cfg = self.config
         scored, rejected = [], []
         gaps = [focus] if focus else st.required
         options = [(clean_query(c.query), c.gap) for c in cands.candidates]
-        fallback = (clean_query(gaps[0]) if gaps else "", 1)
-        for n, (q, gap) in enumerate(options + [fallback]):
-            if not q or (n == len(options) and scored):  # the gap itself only when nothing else is left
+        if cfg.gap_as_query:
+            options.append((clean_query(gaps[0]) if gaps else "", 1))
+        for n, (q, gap) in enumerate(options):
+            if not q or (n == len(cands.candidates) and scored):  # the gap itself only when nothing else is left
                 continue
             terms = query_terms(q)
             redundancy = max((overlap(terms, query_terms(h)) for h in st.history), default=0.0)
@@ -235,7 +315,9 @@ class KAIR(Strategy):
 
     def _apply(self, st: KnowledgeState, gaps_then: list[str], hits: list[Hit], update: Update) -> bool:
         """Merge one knowledge update into a state; True if anything changed. `gaps_then`:
-        the open gaps the update's numbers refer to."""
+        the open gaps the update's numbers refer to. The gaps it names close only when it
+        added a new, supported fact: an update whose every fact was rejected (or already
+        known) closes nothing."""
         known = {_norm(f.text) for f in st.known}
         added, conflicts, unsupported = [], [], []
         for f in update.facts:
@@ -252,7 +334,8 @@ class KAIR(Strategy):
                 st.known.append(Fact(text=f.text.strip(), source=hit.chunk_id))
                 known.add(_norm(f.text))
                 added.append(f.text)
-        closed = {gaps_then[n - 1] for n in update.closed if 1 <= n <= len(gaps_then)} if added or st.known else set()
+        named = {gaps_then[n - 1] for n in update.closed if 1 <= n <= len(gaps_then)}
+        closed = named if added else set()
         before = list(st.required)
         st.required = [g for g in st.required if g not in closed]
         for gap in update.new_gaps:
@@ -261,30 +344,59 @@ class KAIR(Strategy):
                 st.required.append(gap)
         with step("knowledge_applied") as s:
             s.outputs = {"added": added, "discarded_conflicts": conflicts, "discarded_unsupported": unsupported,
-                         "closed": sorted(closed), "required": list(st.required)}  # fmt: skip
+                         "closed": sorted(closed), "kept_open": sorted(named - closed), "required": list(st.required)}  # fmt: skip
         return bool(added) or st.required != before
 
-    async def _filter(self, question: str, st: KnowledgeState, hits: list[Hit], i: int) -> bool:
+    async def _filter(self, question: str, st: KnowledgeState, hits: list[Hit], i: int, refilter: bool) -> bool:
+        """Update C from `hits`. `refilter` (K changed): C's passages are judged again
+        beside the new ones, and C becomes what is kept (a passage that no longer fits
+        `context_chars` beside the others leaves C); otherwise kept new passages are
+        added to C."""
         temperature, seed = self._sampling(i)
-        sources = {f.source for f in st.known}
+        old = list(st.context.values()) if refilter else []
+        new = [h for h in hits if h.chunk_id not in st.context]
+        # most relevant first: passages that support a known fact (old or new), then the
+        # rest of C, then the other new passages
+        by_id = {h.chunk_id: h for h in old + new}
+        sources = [c for c in dict.fromkeys(f.source for f in st.known) if c in by_id]
+        shown = [by_id[c] for c in sources] + [h for h in old + new if h.chunk_id not in sources]
+        if not shown:
+            return False
+        cfg = self.config
+        # the new passages clipped as every role reads them, then all packed to fit the prompt
+        fresh = {h.chunk_id for h in new}
+        view = [h.model_copy(update={"text": clip(h.text, cfg.doc_chars)}) if h.chunk_id in fresh else h for h in shown]
+        docs = packed(view, cfg.context_chars)
         f_in = FilterInput(
             question=question,
             known=st.known_lines(),
-            passages=[doc_from_hit(h, self.config.doc_chars) for h in hits],
-            supporting=[n for n, h in enumerate(hits, 1) if h.chunk_id in sources],
+            passages=docs,
+            supporting=[n for n, d in enumerate(docs, 1) if d.id in sources],
         )
         kept = await ContextFilter()(self.llm, f_in, temperature, seed)
-        new = [hits[n - 1] for n in kept.keep if 1 <= n <= len(hits) and hits[n - 1].chunk_id not in st.context]
-        st.context.update((h.chunk_id, h) for h in new)
-        return bool(new)
+        chosen = [shown[n - 1] for n in dict.fromkeys(kept.keep) if 1 <= n <= len(docs)]
+        before = list(st.context)
+        if refilter:
+            st.context = {h.chunk_id: h for h in chosen}
+        else:
+            st.context.update((h.chunk_id, h) for h in chosen)
+        with step("context_applied", by_agent=i) as s:
+            s.outputs = {"refiltered": refilter, "kept": [h.chunk_id for h in chosen],
+                         "dropped": [c for c in before if c not in st.context], "context": list(st.context)}  # fmt: skip
+        return list(st.context) != before
+
+    async def _score(self, question: str, st: KnowledgeState) -> int:
+        """The moderator's 0-10 score of an agent's C (0 without a call when C is empty)."""
+        docs = packed(self.ranked(st), self.config.context_chars)
+        if not docs:
+            return 0
+        return (await Moderator()(self.llm, ModeratorInput(question=question, passages=docs), self.config.temperature, self.config.seed)).score
 
     async def _sufficient(self, question: str, st: KnowledgeState) -> bool:
-        if not self.config.moderator or not st.known:
-            return False
-        v = await Moderator()(self.llm, ModeratorInput(question=question, known=st.known_lines(), required=st.required), self.config.temperature, self.config.seed)
-        return v.sufficient
+        return await self._score(question, st) >= self.config.moderator_threshold
 
 
 register_variant(KAIR, "kair_2", "KAIR with 2 competing agents.", agents=2)
 register_variant(KAIR, "kair_3", "KAIR with 3 competing agents.", agents=3)
 register_variant(KAIR, "kair_collab", "KAIR with 3 collaborating agents on one blackboard.", agents=3, mode="collaboration")
+register_variant(KAIR, "kair_paper", "KAIR with only the paper's behaviour (paper=true: no support check, search memory, gap query or agent angles).", paper=True)

@@ -1,6 +1,8 @@
-"""KAIR's contextual filtering: which passages to keep in the refined context (relevant
+"""KAIR's contextual filtering: which passages make up the refined context C (relevant
 to the question and consistent with what is known). Passages are kept verbatim: the
-model only names them by number.
+model only names them by number. When the known facts changed, the passages already in
+C are shown again beside the new ones and C becomes what the filter keeps (C is
+re-filtered against the new knowledge); otherwise only the new passages are judged.
 
 Fallback: keep the passages that support a known fact.
 """
@@ -30,7 +32,7 @@ class Kept(BaseModel):
 
 _TASK = (
     "Your task: choose the passages to keep as context for answering the question: those relevant to "
-    "it and consistent with what is known. Give their numbers."
+    "it and consistent with what is known. Give their numbers, most useful first."
 )
 
 
@@ -38,7 +40,7 @@ class ContextFilter(Agent[FilterInput, Kept]):
     name = "context_filter"
     Input = FilterInput
     Output = Kept
-    max_tokens = 60
+    max_tokens = 80
 
     def messages(self, inp: FilterInput) -> list[Message]:
         state = [f"What is known:\n{numbered_lines(inp.known)}", f"Passages:\n{numbered_passages(inp.passages)}"]

@@ -1,7 +1,7 @@
 """The roles of RopMura (Wu et al., "Talk to Right Specialists"): knowledge agents that
-answer from their own collections, a router that grades their responses and answers,
-and a planner (splitter, selector, judger, defender) for multi-hop questions. One
-module per role group; prompts are ours."""
+answer from their own collections, a router that grades their responses and answers in
+one call, and a planner (splitter, selector, judger, defender) for multi-hop questions.
+One module per role group; prompts are ours."""
 
 from marag.agents.ropmura._shared import DONT_KNOW, Record, Response
 from marag.agents.ropmura.knowledge_agent import KnowledgeAgent, KnowledgeInput, KnowledgeReply
@@ -18,15 +18,12 @@ from marag.agents.ropmura.planner import (
     Splitter,
     SubQuestions,
 )
-from marag.agents.ropmura.router import Grader, Grades, GradeInput, RouterAnswer, RouterInput
+from marag.agents.ropmura.router import Router, RouterInput, RouterReply
 
 __all__ = [
     "DONT_KNOW",
     "DefendInput",
     "Defender",
-    "GradeInput",
-    "Grader",
-    "Grades",
     "JudgeInput",
     "Judger",
     "Judgment",
@@ -35,8 +32,9 @@ __all__ = [
     "KnowledgeReply",
     "Record",
     "Response",
-    "RouterAnswer",
+    "Router",
     "RouterInput",
+    "RouterReply",
     "SelectInput",
     "Selection",
     "Selector",

@@ -1,6 +1,7 @@
 """A RopMura knowledge agent's answer: from the top pieces of its own collection, an
-analysis that quotes them and a one-sentence answer, or "I don't know" when they do
-not hold it. Its documents never leave it: only this reply does.
+analysis that quotes them (up to about ten sentences) and a one-sentence answer, or
+"I don't know" when they do not hold it. Its documents never leave it: only this reply
+does.
 
 Fallback: "I don't know".
 """
@@ -16,6 +17,8 @@ from marag.agents.ropmura._shared import DONT_KNOW, PREAMBLE
 from marag.errors import StructuredOutputError
 from marag.llm.base import Message
 
+ANALYSIS_MAX_CHARS = 1500  # room for about ten sentences with quotes
+
 
 class KnowledgeInput(BaseModel):
     question: str
@@ -24,14 +27,14 @@ class KnowledgeInput(BaseModel):
 
 
 class KnowledgeReply(BaseModel):
-    analysis: str = Field(max_length=300)
+    analysis: str = Field(max_length=ANALYSIS_MAX_CHARS)
     answer: str = Field(max_length=200)
 
 
 _TASK = (
     "You are the specialist for one collection. Answer the question from your documents only: "
-    "an analysis that quotes the documents, then a one-sentence answer. If they do not hold the "
-    f"answer, the answer is \"{DONT_KNOW}\"."
+    "first an analysis of at most ten sentences that quotes the passages it relies on, then a "
+    f"one-sentence answer. If the documents do not hold the answer, the answer is \"{DONT_KNOW}\"."
 )
 
 
@@ -39,7 +42,7 @@ class KnowledgeAgent(Agent[KnowledgeInput, KnowledgeReply]):
     name = "knowledge_agent"
     Input = KnowledgeInput
     Output = KnowledgeReply
-    max_tokens = 200
+    max_tokens = 520  # the analysis (~1,500 characters) and the answer, in JSON
 
     def messages(self, inp: KnowledgeInput) -> list[Message]:
         docs = numbered_passages(inp.documents)

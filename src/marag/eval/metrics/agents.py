@@ -1,9 +1,12 @@
-"""Agent-level metrics of routing strategies (RopMura): did the router invite an agent
-that could answer, and how many of the invited agents helped.
+"""Agent-level metrics of routing strategies (RopMura), as the paper defines them: did
+the router invite an agent that could answer (answerable), and what share of the
+invited agents could (useful). An agent "could answer" when its collection holds one of
+the question's gold documents.
 
-They read the strategy's report (`EvalExample.details`: the invited collections and the
-useful ones, those graded reliable) and the collections that hold the question's gold
-documents (filled in by the runner from the index).
+They read the strategy's report (`EvalExample.details["invited_collections"]`) and the
+collections that hold the question's gold documents (`gold_collections`, filled in by
+the runner from the index). Neither depends on the router's grades, so both apply to
+every variant, the raw-knowledge ablation included.
 """
 
 from __future__ import annotations
@@ -29,10 +32,10 @@ class AgentAnswerable(Metric):
 class AgentUseful(Metric):
     name = "agent_useful"
     kind = "retrieval"
-    requires = frozenset({"invited_agents"})
-    description = "share of invited agents whose answer the router graded reliable (RopMura's useful rate)"
+    requires = frozenset({"invited_agents", "gold_collections"})
+    description = "share of invited agents whose collection holds a gold document (RopMura's useful rate)"
 
     async def score(self, ex: EvalExample, judge: LLM | None = None, seed: int | None = None) -> MetricResult:
-        invited = ex.details.get("invited_collections") or []
-        useful = ex.details.get("useful_collections") or []
-        return MetricResult(value=len(useful) / len(invited) if invited else 0.0)
+        invited = list(dict.fromkeys(ex.details.get("invited_collections") or []))
+        useful = [c for c in invited if c in set(ex.gold_collections)]
+        return MetricResult(value=len(useful) / len(invited) if invited else 0.0, details={"useful": useful, "invited": invited})
