@@ -22,14 +22,18 @@ order, each hit carrying its new score).
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
-from typing import Any, Callable, Protocol, runtime_checkable
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
 from marag.errors import MaragError
 from marag.index.base import Hit
-from marag.index.cross_encoder import SUPPLY_HINT, OnnxCrossEncoder, installed_cross_encoder
+from marag.index.cross_encoder import (
+    SUPPLY_HINT,
+    OnnxCrossEncoder,
+    installed_cross_encoder,
+)
 from marag.index.embed import Embedder, get_embedder, similarity_to
 from marag.registry import Registry
 

@@ -112,7 +112,6 @@ from marag.strategies.base import (
 )
 from marag.trace import step
 
-
 # What `paper=true` sets: every addition of ours off (see the module docstring).
 PAPER_SETTINGS: dict[str, Any] = {
     "separate_searches": False,

@@ -3,7 +3,7 @@ pairwise reranking judges (passages and facets), nugget detection with verified 
 per-facet summaries, a fluency rewrite, and (ours) a concise answer for short answer
 styles. Prompts are ours."""
 
-from marag.agents.ginger.nuggets import NuggetDetector, TagInput, Tagged, spans
+from marag.agents.ginger.nuggets import NuggetDetector, Tagged, TagInput, spans
 from marag.agents.ginger.rerank import (
     FacetPairInput,
     FacetPairwiseJudge,
@@ -14,16 +14,25 @@ from marag.agents.ginger.rerank import (
     Preference,
     Relevance,
 )
-from marag.agents.ginger.rewriter import Draft, DraftInput, ProvisionalAnswer, Rewriter, RewriteInput, Rewrites, concatenated_query, search_strings
+from marag.agents.ginger.rewriter import (
+    Draft,
+    DraftInput,
+    ProvisionalAnswer,
+    RewriteInput,
+    Rewriter,
+    Rewrites,
+    concatenated_query,
+    search_strings,
+)
 from marag.agents.ginger.writer import (
     ConciseAnswerer,
     ConciseInput,
     FacetInput,
     FacetSentence,
     FacetSummarizer,
-    Fluent,
     FluencyInput,
     FluencyRewriter,
+    Fluent,
 )
 
 __all__ = [
@@ -36,20 +45,20 @@ __all__ = [
     "FacetPairwiseJudge",
     "FacetSentence",
     "FacetSummarizer",
-    "Fluent",
     "FluencyInput",
     "FluencyRewriter",
+    "Fluent",
     "NuggetDetector",
     "PairInput",
     "PairwiseJudge",
     "PointInput",
     "PointwiseJudge",
     "Preference",
+    "ProvisionalAnswer",
     "Relevance",
     "RewriteInput",
     "Rewriter",
     "Rewrites",
-    "ProvisionalAnswer",
     "TagInput",
     "Tagged",
     "concatenated_query",
