@@ -1,34 +1,67 @@
 """The roles of GINGER (Łajewska et al., UiS-IAI@LiveRAG): query rewriting, pointwise and
-pairwise reranking judges, nugget detection with verified tags, per-facet summaries and
-a fluency rewrite. Prompts are ours."""
+pairwise reranking judges (passages and facets), nugget detection with verified tags,
+per-facet summaries, a fluency rewrite, and (ours) a concise answer for short answer
+styles. Prompts are ours."""
 
-from marag.agents.ginger.nuggets import NuggetDetector, TagInput, Tagged, spans
-from marag.agents.ginger.rerank import PairInput, PairwiseJudge, PointInput, PointwiseJudge, Preference, Relevance
-from marag.agents.ginger.rewriter import Draft, DraftInput, ProvisionalAnswer, Rewriter, RewriteInput, Rewrites, search_strings
-from marag.agents.ginger.writer import FacetInput, FacetSentence, FacetSummarizer, Fluent, FluencyInput, FluencyRewriter
+from marag.agents.ginger.nuggets import NuggetDetector, Tagged, TagInput, spans
+from marag.agents.ginger.rerank import (
+    FacetPairInput,
+    FacetPairwiseJudge,
+    PairInput,
+    PairwiseJudge,
+    PointInput,
+    PointwiseJudge,
+    Preference,
+    Relevance,
+)
+from marag.agents.ginger.rewriter import (
+    Draft,
+    DraftInput,
+    ProvisionalAnswer,
+    RewriteInput,
+    Rewriter,
+    Rewrites,
+    concatenated_query,
+    search_strings,
+)
+from marag.agents.ginger.writer import (
+    ConciseAnswerer,
+    ConciseInput,
+    FacetInput,
+    FacetSentence,
+    FacetSummarizer,
+    FluencyInput,
+    FluencyRewriter,
+    Fluent,
+)
 
 __all__ = [
+    "ConciseAnswerer",
+    "ConciseInput",
     "Draft",
     "DraftInput",
     "FacetInput",
+    "FacetPairInput",
+    "FacetPairwiseJudge",
     "FacetSentence",
     "FacetSummarizer",
-    "Fluent",
     "FluencyInput",
     "FluencyRewriter",
+    "Fluent",
     "NuggetDetector",
     "PairInput",
     "PairwiseJudge",
     "PointInput",
     "PointwiseJudge",
     "Preference",
+    "ProvisionalAnswer",
     "Relevance",
     "RewriteInput",
     "Rewriter",
     "Rewrites",
-    "ProvisionalAnswer",
     "TagInput",
     "Tagged",
+    "concatenated_query",
     "search_strings",
     "spans",
 ]

@@ -1,8 +1,10 @@
 """GINGER's reranking judges: pointwise relevance of one passage (when the LLM scores
-pointwise instead of embeddings or a cross-encoder), and pairwise preference between
-two passages.
+pointwise instead of embeddings or a cross-encoder), pairwise preference between two
+passages, and pairwise preference between two facets (clusters of nuggets), for the
+paper's pairwise cluster ranking. The strategy asks each pair in both orders, so a
+judge's leaning towards the first (or second) position cancels out.
 
-Fallbacks: relevance 0; preference keeps the current order ("A").
+Fallbacks: relevance 0; a preference keeps the order it was shown in ("A").
 """
 
 from __future__ import annotations
@@ -62,4 +64,25 @@ class PairwiseJudge(Agent[PairInput, Preference]):
         return laid_out(task + " Reply as JSON.", inp.question, [f"Passage A: {inp.a}", f"Passage B: {inp.b}"], "Preference as JSON.", preamble=PREAMBLE)
 
     def fallback(self, inp: PairInput, error: StructuredOutputError) -> Preference:
+        return Preference(better="A")
+
+
+class FacetPairInput(BaseModel):
+    question: str
+    a: list[str]
+    b: list[str]
+
+
+class FacetPairwiseJudge(Agent[FacetPairInput, Preference]):
+    name = "facet_ranker.pairwise"
+    Input = FacetPairInput
+    Output = Preference
+    max_tokens = 10
+
+    def messages(self, inp: FacetPairInput) -> list[Message]:
+        task = "Two groups of facts, A and B, were found for the question. Say which group the answer should lead with: the one that matters more for the question."
+        state = ["Group A:\n" + "\n".join(f"- {x}" for x in inp.a), "Group B:\n" + "\n".join(f"- {x}" for x in inp.b)]
+        return laid_out(task + " Reply as JSON.", inp.question, state, "Preference as JSON.", preamble=PREAMBLE)
+
+    def fallback(self, inp: FacetPairInput, error: StructuredOutputError) -> Preference:
         return Preference(better="A")

@@ -1,7 +1,9 @@
 """GINGER's query rewriting: the model first answers without documents (a provisional
 answer), then writes `l` rewrites of the query, each about a different aspect of that
-answer. Each search string is a rewrite followed by the original query; rewrites are for
-retrieval only (reranking and generation use the original query).
+answer. The paper sends one search string, the original query with the rewrites
+appended (`concatenated_query`); ours (`separate_searches`) sends the original query and
+each rewrite followed by it as separate searches, fused (`search_strings`). Rewrites
+are for retrieval only (reranking and generation use the original query).
 
 Fallbacks: no provisional answer (""), and no rewrites (the original query alone).
 """
@@ -80,3 +82,14 @@ def search_strings(question: str, rewrites: list[str]) -> list[str]:
         if r and r.lower() != question.lower():
             out.append(f"{r} {question}")
     return list(dict.fromkeys(out))
+
+
+def concatenated_query(question: str, rewrites: list[str]) -> str:
+    """The paper's search string: the original query followed by its rewrites, as one
+    query (rewrites that repeat the query or an earlier rewrite are left out)."""
+    parts = [" ".join(question.split())]
+    for r in rewrites:
+        r = " ".join(r.split())
+        if r and r.lower() not in {p.lower() for p in parts}:
+            parts.append(r)
+    return " ".join(parts)

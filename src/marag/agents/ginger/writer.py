@@ -3,7 +3,13 @@ only in that cluster's nuggets; then a fluency rewrite of the sentences that may
 information. The rewrite returns one sentence per input sentence, in order, so each
 final sentence keeps the passage ids of the facet it came from.
 
-Fallbacks: a facet's sentence is its first nugget; the fluency step keeps the sentences.
+For a short answer style (a name, a date, a phrase: HotpotQA, MuSiQue, NQ) our
+`ConciseAnswerer` reads the facet sentences and gives the answer in the style's words
+and length; it sees nothing but those grounded sentences.
+
+Fallbacks: a facet's sentence is its first nugget; the fluency step keeps the sentences;
+the concise answer keeps whatever answer text the model produced, else the first
+sentence (clipped to the style's length).
 """
 
 from __future__ import annotations
@@ -12,9 +18,10 @@ from typing import Annotated
 
 from pydantic import BaseModel, Field, StringConstraints
 
+from marag.agents.answerer import AnswerOutput, AnswerStyle, StyledAnswer
 from marag.agents.base import Agent, narrowed
 from marag.agents.ginger._shared import PREAMBLE
-from marag.agents.layout import laid_out, numbered_lines
+from marag.agents.layout import clip, laid_out, numbered_lines
 from marag.errors import StructuredOutputError
 from marag.llm.base import Message
 
@@ -74,3 +81,26 @@ class FluencyRewriter(Agent[FluencyInput, Fluent]):
 
     def fallback(self, inp: FluencyInput, error: StructuredOutputError) -> Fluent:
         return Fluent(sentences=list(inp.sentences))
+
+
+class ConciseInput(BaseModel):
+    question: str
+    sentences: list[str]
+
+
+class ConciseAnswerer(StyledAnswer, Agent[ConciseInput, AnswerOutput]):
+    name = "concise_answer"
+    Input = ConciseInput
+    Output = AnswerOutput
+
+    def __init__(self, style: AnswerStyle):
+        self._set_style(style)
+
+    def messages(self, inp: ConciseInput) -> list[Message]:
+        task = f"Answer the question from these statements alone. {self.style.instruction}"
+        listed = numbered_lines(inp.sentences)
+        return laid_out(task + " Reply as JSON.", inp.question, [f"Statements:\n{listed}"], "Answer as JSON.", preamble=PREAMBLE)
+
+    def fallback(self, inp: ConciseInput, error: StructuredOutputError) -> AnswerOutput:
+        first = clip(inp.sentences[0], self.style.max_chars) if inp.sentences else ""
+        return self.salvage(error, default=first) if error.raw.strip() else self.Output(answer=first)
