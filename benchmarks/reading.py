@@ -1,0 +1,110 @@
+"""How well each answer step reads the same documents: does an agent that holds the
+gold documents answer at least as well as one retrieval with them?
+
+    python benchmarks/reading.py --llm llamacpp:MODEL.gguf --skip 50 --n 40 --distractors 2,6
+
+For each question (a dataset's questions `skip+1 .. skip+n`), the documents are its
+gold documents plus D distractors (the question's own top BM25 hits that are not gold,
+so they look relevant), in retrieval order. Every answer step registered below reads
+exactly those documents (the answer step of vanilla_rag, mRAG's answerer, IRCoT's
+reader, KAIR's generator, ...), one call each; the table gives EM, F1 and accuracy per
+step and per D, and the paired difference of each step from vanilla_rag's answerer.
+No retrieval happens inside a step and nothing else differs, so a gap is the prompt's.
+Not a timed test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+from pathlib import Path
+from collections.abc import Awaitable, Callable
+
+from marag.agents.answerer import ANSWER_STYLES, Answerer, AnswerInput, Passage
+from marag.agents.documents import doc_from_hit
+from marag.agents.mrag import MRAGAnswerer, MRAGAnswerInput
+from marag.eval.datasets import load_dataset
+from marag.eval.indexes import ensure_index
+from marag.eval.metrics.lexical import contains_answer, exact_match, max_token_f1
+from marag.eval.stats import paired_diff_ci
+from marag.index.base import Hit
+from marag.index.store import IndexConfig
+from marag.llm import LLMConfig, make_llm
+
+Step = Callable[[object, str, list[Hit]], Awaitable[str]]
+STYLE = ANSWER_STYLES["short"]
+
+
+async def vanilla(llm, question: str, hits: list[Hit]) -> str:
+    passages = [Passage(title=h.title, text=h.text) for h in hits]
+    return (await Answerer(STYLE)(llm, AnswerInput(question=question, passages=passages))).answer
+
+
+async def mrag(llm, question: str, hits: list[Hit]) -> str:
+    docs = [doc_from_hit(h, None, found_for=question) for h in hits]
+    return (await MRAGAnswerer(STYLE)(llm, MRAGAnswerInput(question=question, documents=docs))).answer
+
+
+STEPS: dict[str, Step] = {"vanilla_rag": vanilla, "mrag.answerer": mrag}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--dataset", default="hotpotqa_train100")
+    ap.add_argument("--skip", type=int, default=50)
+    ap.add_argument("--n", type=int, default=40)
+    ap.add_argument("--distractors", default="2,6", help="comma-separated numbers of distractors")
+    ap.add_argument("--llm", default="llamacpp")
+    ap.add_argument("--steps", default=",".join(STEPS))
+    ap.add_argument("--concurrency", type=int, default=4)
+    args = ap.parse_args()
+
+    ds = load_dataset(args.dataset)
+    questions = [q for q in ds.questions[args.skip : args.skip + args.n] if q.gold_doc_ids]
+    idx = ensure_index(ds, IndexConfig(), Path(".marag/indexes"))  # the index `marag eval` builds and caches
+    bm25 = idx.retriever("bm25")
+    by_doc = {c.doc_id: c for c in idx.chunks}
+    llm = make_llm(LLMConfig.from_spec(args.llm))
+    steps = {name: STEPS[name] for name in args.steps.split(",")}
+    gate = asyncio.Semaphore(args.concurrency)
+
+    async def one(step: Step, q, hits: list[Hit]) -> str:
+        async with gate:
+            return await step(llm, q.question, hits)
+
+    async def run() -> dict:
+        out: dict = {}
+        for d in [int(x) for x in args.distractors.split(",")]:
+            sets = []
+            for q in questions:
+                ranking = bm25.search(q.question, 200)
+                others = [h for h in ranking if h.doc_id not in q.gold_doc_ids][:d]
+                chosen = {h.chunk_id for h in others} | {c.id for g in q.gold_doc_ids if (c := by_doc.get(g))}
+                ranked = [h for h in ranking if h.chunk_id in chosen]  # in BM25 order; gold ranked below 200 last
+                ranked += [Hit(doc_id=c.doc_id, chunk_id=c.id, score=0.0, text=c.text, title=c.title)
+                           for c in (by_doc[g] for g in q.gold_doc_ids if g in by_doc) if c.id not in {h.chunk_id for h in ranked}]  # fmt: skip
+                sets.append(ranked)
+            for name, step in steps.items():
+                answers = await asyncio.gather(*(one(step, q, hits) for q, hits in zip(questions, sets)))
+                out[(name, d)] = [
+                    (exact_match(a, q.answers), max_token_f1(a, q.answers), contains_answer(a, q.answers)) for a, q in zip(answers, questions)
+                ]
+        return out
+
+    res = asyncio.run(run())
+    print(f"## Reading the same documents: {args.dataset} questions {args.skip + 1}-{args.skip + args.n} "
+          f"(n={len(questions)}), gold documents + D BM25 distractors; model {getattr(llm, 'model', args.llm)}\n")  # fmt: skip
+    print("| answer step | D | EM | F1 | accuracy | F1 vs vanilla_rag (paired) |\n|---|---|---|---|---|---|")
+    for (name, d), rows in res.items():
+        base = res.get(("vanilla_rag", d))
+        diff = "–"
+        if base and name != "vanilla_rag":
+            m, lo, hi = paired_diff_ci([r[1] for r in rows], [b[1] for b in base])
+            diff = f"{m:+.3f} [{lo:+.3f}, {hi:+.3f}]"
+        means = [statistics.fmean(r[i] for r in rows) for i in range(3)]
+        print(f"| {name} | {d} | {means[0]:.3f} | {means[1]:.3f} | {means[2]:.3f} | {diff} |")
+
+
+if __name__ == "__main__":
+    main()
