@@ -1,0 +1,137 @@
+"""One trajectory as HTML: a timeline of roles (coloured by role, each chip a link to
+its step), then every step with its inputs, outputs, model calls and searches.
+
+Traces are read from files other people may have written: every value is escaped,
+numbers are formatted only when they are numbers, and statuses become CSS classes only
+from a fixed list.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import zlib
+from collections.abc import Collection
+from typing import Any
+
+STATUSES = frozenset({"ok", "fallback", "refused", "skipped", "error"})
+
+
+def e(value: Any) -> str:
+    return html.escape(str(value), quote=True)
+
+
+def num(value: Any, spec: str = ".2f", default: str = "–") -> str:
+    """`value` formatted by `spec` when it is a number, else `default`."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return default
+    return format(value, spec)
+
+
+def hue(role: str) -> int:
+    """A role's colour (an HSL hue): the same on every page, so the searcher looks the
+    same in every strategy's column; derived from the name, so new roles need no entry."""
+    return zlib.crc32(role.encode("utf-8", "replace")) % 360
+
+
+def status_class(status: Any) -> str:
+    return str(status) if str(status) in STATUSES else "other"
+
+
+def _llm_call(c: dict[str, Any]) -> str:
+    head = (
+        f"{e(c.get('schema_name') or 'text')} · {num(c.get('prompt_tokens', 0), 'd')} prompt tokens"
+        + (f" ({num(c.get('reused_prompt_tokens'), 'd')} reused)" if c.get("reused_prompt_tokens") else "")
+        + f" + {num(c.get('completion_tokens', 0), 'd')} completion · {num(c.get('latency_s', 0))}s"
+        + (" · cached" if c.get("cached") else "")
+        + (" · repaired" if c.get("repaired") else "")
+    )
+    messages = c.get("messages") if isinstance(c.get("messages"), list) else []
+    prompt = "".join(
+        f"<pre><b>{e(m.get('role'))}</b>\n{e(m.get('content'))}</pre>" for m in messages if isinstance(m, dict)
+    )
+    return (
+        f"<details class='llm'><summary>LLM call: {head}</summary>{prompt}"
+        f"<div>response:</div><pre>{e(c.get('response', ''))}</pre>"
+        + (f"<div>error: {e(c['error'])}</div>" if c.get("error") else "")
+        + "</details>"
+    )
+
+
+def _hit(h: dict[str, Any], gold: Collection[str]) -> str:
+    doc = str(h.get("doc_id", ""))
+    title = str(h.get("title") or doc or h.get("chunk_id", ""))
+    mark = " <span class='gold' title='a gold document of this question'>gold</span>" if doc in gold else ""
+    # the title first (what a person recognises), then the chunk id (what the index knows)
+    return (
+        f"<li class='{'is-gold' if mark else ''}'>{e(title)}{mark} "
+        f"<span class='meta'>{e(h.get('chunk_id', ''))} · {num(h.get('score', 0), '.4f')}</span></li>"
+    )
+
+
+def _search(s: dict[str, Any], gold: Collection[str]) -> str:
+    hits = [h for h in (s.get("hits") or []) if isinstance(h, dict)]
+    items = "".join(_hit(h, gold) for h in hits)
+    latency = s.get("latency_s", 0)
+    return (
+        f"<div class='search'>search <b>{e(s.get('retriever'))}</b>: “{e(s.get('query'))}” "
+        f"<span class='meta'>k={e(s.get('k'))} offset={e(s.get('offset'))} · "
+        f"{num(latency * 1000 if isinstance(latency, (int, float)) else None, '.1f')} ms</span>"
+        f"<ul class='hits'>{items or '<li>(no hits)</li>'}</ul></div>"
+    )
+
+
+def timeline(steps: list[dict[str, Any]], anchor: str) -> str:
+    chips = []
+    for i, s in enumerate(steps, 1):
+        agent, status = str(s.get("agent", "?")), status_class(s.get("status", "ok"))
+        chips.append(
+            f"<a class='chip st-{status}' href='#{anchor}-{i}' style='--hue:{hue(agent)}' "
+            f"title='step {i}: {e(agent)} ({e(s.get('status', 'ok'))})'>{e(agent)}</a>"
+        )
+    return f"<nav class='timeline' aria-label='steps'>{''.join(chips)}</nav>"
+
+
+def steps_html(steps: list[dict[str, Any]], anchor: str, gold: Collection[str]) -> str:
+    cards = []
+    for i, s in enumerate(steps, 1):
+        agent, status = str(s.get("agent", "?")), status_class(s.get("status", "ok"))
+        calls = [c for c in (s.get("llm_calls") or []) if isinstance(c, dict)]
+        searches = [x for x in (s.get("searches") or []) if isinstance(x, dict)]
+        outputs = json.dumps(s.get("outputs", {}), ensure_ascii=False, indent=1)[:4000]
+        inputs = json.dumps(s.get("inputs", {}), ensure_ascii=False, indent=1)[:4000]
+        badge = "" if status == "ok" else f" <span class='badge st-{status}'>{e(s.get('status'))}</span>"
+        cards.append(
+            f"<div class='step' id='{anchor}-{i}' data-agent='{e(agent)}' data-status='{e(s.get('status', 'ok'))}' "
+            f"style='--hue:{hue(agent)}'>"
+            f"<span class='agent'>{i}. {e(agent)}</span>{badge}"
+            f"<span class='meta'>{num(s.get('latency_s', 0))}s · {len(calls)} LLM calls · {len(searches)} searches</span>"
+            + (f"<div class='meta'>error: {e(s['error'])}</div>" if s.get("error") else "")
+            + f"<details><summary>inputs</summary><pre>{e(inputs)}</pre></details>"
+            + f"<details><summary>outputs</summary><pre>{e(outputs)}</pre></details>"
+            + "".join(_llm_call(c) for c in calls)
+            + "".join(_search(x, gold) for x in searches)
+            + "</div>"
+        )
+    return f"<div class='steps'>{''.join(cards)}</div>"
+
+
+def totals(steps: list[dict[str, Any]]) -> str:
+    calls = [c for s in steps for c in (s.get("llm_calls") or []) if isinstance(c, dict)]
+    tokens = sum(
+        v for c in calls if not c.get("cached")
+        for v in (c.get("prompt_tokens"), c.get("completion_tokens")) if isinstance(v, (int, float))
+    )  # fmt: skip
+    searches = sum(len(s.get("searches") or []) for s in steps)
+    return f"{len(calls)} LLM calls · {num(tokens, '.0f')} tokens · {searches} searches"
+
+
+def trajectory(trace: dict[str, Any], anchor: str, gold_docs: Collection[str] = ()) -> str:
+    """The timeline and the steps of one trace. `anchor` prefixes the steps' element
+    ids, so several trajectories can share a page."""
+    steps = [s for s in (trace.get("steps") or []) if isinstance(s, dict)]
+    return (
+        f"<div class='meta'>{totals(steps)} · trace {e(trace.get('id'))}</div>"
+        f"<h3>Timeline</h3>{timeline(steps, anchor)}"
+        f"<h3>Steps</h3>{steps_html(steps, anchor, gold_docs)}"
+    )
