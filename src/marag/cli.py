@@ -460,7 +460,8 @@ def serve(
         llm=LLMConfig.from_spec(llm, base_url=llm_base_url, threads=threads).model_dump(), token=token,
         max_body_bytes=max_body, max_concurrency=max_concurrency, body_timeout_s=body_timeout,
     )  # fmt: skip
-    typer.echo(f"marag serving on http://{host}:{port}/ (API docs at /docs)")
+    signin = "; sign in there with the token" if token else ""
+    typer.echo(f"marag serving on http://{host}:{port}/ (API docs at /docs{signin})")
     uvicorn.run(create_app(settings), host=host, port=port, log_level="warning")
 
 

@@ -34,6 +34,11 @@ def hue(role: str) -> int:
     return zlib.crc32(role.encode("utf-8", "replace")) % 360
 
 
+def dicts(value: Any) -> list[dict[str, Any]]:
+    """The objects of a list read from a trace file (anything else there is skipped)."""
+    return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
+
+
 def status_class(status: Any) -> str:
     return str(status) if str(status) in STATUSES else "other"
 
@@ -46,10 +51,7 @@ def _llm_call(c: dict[str, Any]) -> str:
         + (" · cached" if c.get("cached") else "")
         + (" · repaired" if c.get("repaired") else "")
     )
-    messages = c.get("messages") if isinstance(c.get("messages"), list) else []
-    prompt = "".join(
-        f"<pre><b>{e(m.get('role'))}</b>\n{e(m.get('content'))}</pre>" for m in messages if isinstance(m, dict)
-    )
+    prompt = "".join(f"<pre><b>{e(m.get('role'))}</b>\n{e(m.get('content'))}</pre>" for m in dicts(c.get("messages")))
     return (
         f"<details class='llm'><summary>LLM call: {head}</summary>{prompt}"
         f"<div>response:</div><pre>{e(c.get('response', ''))}</pre>"
@@ -70,8 +72,7 @@ def _hit(h: dict[str, Any], gold: Collection[str]) -> str:
 
 
 def _search(s: dict[str, Any], gold: Collection[str]) -> str:
-    hits = [h for h in (s.get("hits") or []) if isinstance(h, dict)]
-    items = "".join(_hit(h, gold) for h in hits)
+    items = "".join(_hit(h, gold) for h in dicts(s.get("hits")))
     latency = s.get("latency_s", 0)
     return (
         f"<div class='search'>search <b>{e(s.get('retriever'))}</b>: “{e(s.get('query'))}” "
@@ -96,8 +97,7 @@ def steps_html(steps: list[dict[str, Any]], anchor: str, gold: Collection[str]) 
     cards = []
     for i, s in enumerate(steps, 1):
         agent, status = str(s.get("agent", "?")), status_class(s.get("status", "ok"))
-        calls = [c for c in (s.get("llm_calls") or []) if isinstance(c, dict)]
-        searches = [x for x in (s.get("searches") or []) if isinstance(x, dict)]
+        calls, searches = dicts(s.get("llm_calls")), dicts(s.get("searches"))
         outputs = json.dumps(s.get("outputs", {}), ensure_ascii=False, indent=1)[:4000]
         inputs = json.dumps(s.get("inputs", {}), ensure_ascii=False, indent=1)[:4000]
         badge = "" if status == "ok" else f" <span class='badge st-{status}'>{e(s.get('status'))}</span>"
@@ -117,19 +117,19 @@ def steps_html(steps: list[dict[str, Any]], anchor: str, gold: Collection[str]) 
 
 
 def totals(steps: list[dict[str, Any]]) -> str:
-    calls = [c for s in steps for c in (s.get("llm_calls") or []) if isinstance(c, dict)]
+    calls = [c for s in steps for c in dicts(s.get("llm_calls"))]
     tokens = sum(
         v for c in calls if not c.get("cached")
         for v in (c.get("prompt_tokens"), c.get("completion_tokens")) if isinstance(v, (int, float))
     )  # fmt: skip
-    searches = sum(len(s.get("searches") or []) for s in steps)
+    searches = sum(len(dicts(s.get("searches"))) for s in steps)
     return f"{len(calls)} LLM calls · {num(tokens, '.0f')} tokens · {searches} searches"
 
 
 def trajectory(trace: dict[str, Any], anchor: str, gold_docs: Collection[str] = ()) -> str:
     """The timeline and the steps of one trace. `anchor` prefixes the steps' element
     ids, so several trajectories can share a page."""
-    steps = [s for s in (trace.get("steps") or []) if isinstance(s, dict)]
+    steps = dicts(trace.get("steps"))
     return (
         f"<div class='meta'>{totals(steps)} · trace {e(trace.get('id'))}</div>"
         f"<h3>Timeline</h3>{timeline(steps, anchor)}"
