@@ -283,37 +283,12 @@ def create_app(settings: ServeSettings, llm=None):
 
     @app.post("/runs")
     async def start_run(req: RunRequest):
-        from marag.eval.datasets import DATASETS
-        from marag.eval.metrics import METRICS
         from marag.eval.report import build_report
-        from marag.eval.runner import DEFAULT_METRICS, EvalConfig, run_eval, validate_names
+        from marag.eval.runner import run_eval
+        from marag.serve.jobs import eval_config
 
-        # everything a run could fail on at its start is checked before answering
-        spec = DATASETS.get(req.dataset)  # a registered name only: never a path
-        if not settings.data_dir:
-            raise MaragError("this server has no benchmark data", hint="start it with --data-dir DIR (or MARAG_DATA)")
-        missing = [f for f in spec.files() if not (Path(settings.data_dir) / f).exists()]
-        if missing:
-            raise MaragError(f"dataset {req.dataset!r} has no data on this server", hint=f"missing in the data directory: {', '.join(missing)}")
-        for what, names in (("strategies", req.strategies), ("metrics", req.metrics or [])):
-            repeated = sorted({n for n in names if names.count(n) > 1})
-            if repeated:
-                raise MaragError(f"{what} named twice: {', '.join(repeated)}", hint=f"name each of the {what} once")
-        stray = sorted(set(req.options) - set(req.strategies))
-        if stray:
-            raise MaragError(f"options for {', '.join(map(repr, stray))}, which {'is' if len(stray) == 1 else 'are'} not among the strategies",
-                             hint=f"options are keyed by strategy: {', '.join(req.strategies)}")  # fmt: skip
-        for s in req.strategies:
-            STRATEGIES.get(s).validate_config(req.options.get(s))
-        names = req.metrics or list(DEFAULT_METRICS)
-        for m in names:
-            METRICS.get(m)
-        cfg = EvalConfig(
-            dataset=req.dataset, strategies=req.strategies, limit=req.limit, strategy_configs=req.options,
-            metrics=[m for m in names if not METRICS.get(m).needs_judge],
-            judge_metrics=[m for m in names if METRICS.get(m).needs_judge], llm=LLMConfig.model_validate(settings.llm),
-        )  # fmt: skip
-        validate_names(cfg)
+        cfg = eval_config(req.dataset, req.strategies, req.limit, req.options, req.metrics, LLMConfig.model_validate(settings.llm),
+                          settings.data_dir)  # fmt: skip
         run_id = cfg.default_run_id()
         store.check_writable(run_id)
         run_dir = Path(settings.runs_dir) / run_id

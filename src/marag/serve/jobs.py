@@ -1,5 +1,6 @@
-"""Evaluations started over HTTP (POST /runs): their state, and their progress as a
-stream any number of readers can follow, joining at any time.
+"""Evaluations started over HTTP (POST /runs): their settings checked before they start,
+their state, and their progress as a stream any number of readers can follow, joining
+at any time.
 
 A reader who joins a running evaluation gets every event so far, then each new one as
 it happens; one who joins after it finished gets a single event with the final state,
@@ -11,7 +12,10 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
 from typing import Any
+
+from marag.errors import MaragError
 
 RUNNING, DONE, FAILED = "running", "done", "failed"
 
@@ -92,3 +96,39 @@ class Jobs:
 
         job.task = asyncio.create_task(run())
         return job
+
+
+def eval_config(dataset: str, strategies: list[str], limit: int, options: dict[str, dict[str, Any]],
+                metrics: list[str] | None, llm, data_dir: str | None):  # fmt: skip
+    """The EvalConfig of an evaluation asked for over HTTP, with everything it could fail
+    on at its start checked first (a MaragError saying what to change): the dataset is
+    registered (never a path) and its data present, no strategy or metric is named twice,
+    options are keyed by a listed strategy and valid for it, and every name is known.
+    Judged metrics are run as judged metrics (by the server's model)."""
+    from marag.eval.datasets import DATASETS
+    from marag.eval.metrics import METRICS
+    from marag.eval.runner import DEFAULT_METRICS, EvalConfig, validate_names
+    from marag.strategies import STRATEGIES
+
+    spec = DATASETS.get(dataset)
+    if not data_dir:
+        raise MaragError("this server has no benchmark data", hint="start it with --data-dir DIR (or MARAG_DATA)")
+    missing = [f for f in spec.files() if not (Path(data_dir) / f).exists()]
+    if missing:
+        raise MaragError(f"dataset {dataset!r} has no data on this server", hint=f"missing in the data directory: {', '.join(missing)}")
+    for what, names in (("strategies", strategies), ("metrics", metrics or [])):
+        repeated = sorted({n for n in names if names.count(n) > 1})
+        if repeated:
+            raise MaragError(f"{what} named twice: {', '.join(repeated)}", hint=f"name each of the {what} once")
+    stray = sorted(set(options) - set(strategies))
+    if stray:
+        raise MaragError(f"options for {', '.join(map(repr, stray))}, which {'is' if len(stray) == 1 else 'are'} not among the strategies",
+                         hint=f"options are keyed by strategy: {', '.join(strategies)}")  # fmt: skip
+    for s in strategies:
+        STRATEGIES.get(s).validate_config(options.get(s))
+    names = metrics or list(DEFAULT_METRICS)
+    judged = {m for m in names if METRICS.get(m).needs_judge}
+    cfg = EvalConfig(dataset=dataset, strategies=strategies, limit=limit, strategy_configs=options, llm=llm,
+                     metrics=[m for m in names if m not in judged], judge_metrics=[m for m in names if m in judged])  # fmt: skip
+    validate_names(cfg)
+    return cfg
