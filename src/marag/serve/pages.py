@@ -22,7 +22,7 @@ from urllib.parse import quote
 from marag.serve.trajectory import e, num, trajectory
 
 CSS = """
-body{font-family:system-ui,sans-serif;margin:0;background:#f6f7f9;color:#1d2330}
+body{font-family:system-ui,sans-serif;font-size:14px;margin:0;background:#f6f7f9;color:#1d2330}
 header{background:#1d2330;color:#fff;padding:9px 18px;display:flex;align-items:center;gap:14px;flex-wrap:wrap}
 header a{color:#9fc5ff}header .brand{font-weight:700;color:#fff;text-decoration:none}
 .crumbs{flex:1;font-size:14px}.crumbs .sep{color:#7a8699;margin:0 6px}.crumbs .here{color:#dfe3ea}
@@ -37,9 +37,10 @@ pre{white-space:pre-wrap;word-break:break-word;background:#f3f4f6;padding:6px;fo
 details{margin:4px 0}summary{cursor:pointer;font-size:13px}
 .box{background:#fff;border:1px solid #d8dbe2;padding:8px 12px;border-radius:4px;margin:4px 0}
 .answer{background:#fff;border:1px solid #2d72d2;padding:10px;border-radius:4px}
-.goldbox{background:#f1f9f1;border:1px solid #3a9a4a;padding:8px 12px;border-radius:4px}
+.goldbox{background:#f1f9f1;border:1px solid #3a9a4a;padding:8px 12px;border-radius:4px;display:flex;gap:48px;flex-wrap:wrap}
+.goldbox ul{margin:4px 0;padding-left:20px}.goldbox b{font-size:13px}
 .gold{background:#3a9a4a;color:#fff;font-size:10px;padding:0 4px;border-radius:3px}
-.hits li{font-size:12px}.hits li.is-gold{font-weight:600}.diff td.disagree{background:#fff4e5}
+.search{font-size:13px;margin:6px 0}.hits{margin:4px 0}.hits li{font-size:12px}.hits li.is-gold{font-weight:600}.hits .meta{font-weight:400}.diff td.disagree{background:#fff4e5}
 .timeline{display:flex;gap:3px;margin:6px 0;flex-wrap:wrap}
 .chip{font-size:11px;padding:2px 6px;border-radius:3px;text-decoration:none;color:#1d2330;
  background:hsl(var(--hue) 70% 87%);border:1px solid hsl(var(--hue) 45% 55%)}
@@ -261,8 +262,8 @@ def _gold(r: dict[str, Any]) -> str:
     answers = "".join(f"<li>{e(a)}</li>" for a in r["answers"]) or "<li>(none given)</li>"
     docs = "".join(f"<li>{e(d)}</li>" for d in r["gold_doc_ids"])
     return (
-        f"<div class='goldbox' id='gold'><b>Gold answer{'s' if len(r['answers']) > 1 else ''}</b><ul>{answers}</ul>"
-        + (f"<b>Gold documents</b> <span class='meta'>(marked <span class='gold'>gold</span> among the hits)</span><ul>{docs}</ul>" if docs else "")
+        f"<div class='goldbox' id='gold'><div><b>Gold answer{'s' if len(r['answers']) > 1 else ''}</b><ul>{answers}</ul></div>"
+        + (f"<div><b>Gold documents</b> <span class='meta'>(marked <span class='gold'>gold</span> among the hits)</span><ul>{docs}</ul></div>" if docs else "")
         + "</div>"
     )
 
@@ -310,8 +311,9 @@ def trace_page(trace: dict[str, Any], links: Links, run_id: str | None = None, r
     scores = f"<div class='meta'>scores: {_scores(result)}</div>" if result else ""
     body = (
         f"<h1 id='question'>{e(question)}</h1><div class='meta'>strategy {e(trace.get('strategy'))}</div>"
-        f"<h2>Answer</h2><div class='answer' id='answer'>{e(trace.get('answer') or '(none)')}</div>{scores}{gold}"
-        f"{trajectory(trace, 'step', set(result['gold_doc_ids']) if result else ())}"
+        f"<div class='cols'><div><h2>Answer</h2><div class='answer' id='answer'>{e(trace.get('answer') or '(none)')}</div>{scores}</div>"
+        + (f"<div><h2>Expected</h2>{gold}</div>" if gold else "")
+        + f"</div>{trajectory(trace, 'step', set(result['gold_doc_ids']) if result else ())}"
     )
     return page(f"trajectory {trace.get('id')}", body, links, crumbs)
 
