@@ -179,6 +179,15 @@ def test_health_strategies_and_the_token(world):
     assert r.headers["x-frame-options"] == "DENY" and "default-src 'self'" in r.headers["content-security-policy"]
 
 
+def test_a_loopback_server_answers_only_loopback_names(world):
+    port = world["base"].rsplit(":", 1)[1]
+    for host in ("evil.example", f"evil.example:{port}", "127.0.0.1.evil.example"):  # a rebinding page's own name
+        r = api(world, "GET", "/runs", headers={"host": host})
+        assert r.status_code == 400 and "loopback" in r.json()["error"], host
+    for host in (f"localhost:{port}", f"127.0.0.1:{port}", f"[::1]:{port}"):
+        assert api(world, "GET", "/runs", headers={"host": host}).status_code == 200, host
+
+
 def test_ask_returns_answer_sources_and_a_viewable_trace(world):
     r = api(world, "POST", "/ask", json={"question": "Who created Python?", "strategy": "vanilla_rag", "index": "sample"})
     assert r.status_code == 200, r.text

@@ -452,13 +452,16 @@ def serve(
     token = os.environ.get(token_env) if token_env else None
     if token_env and not token:
         raise MaragError(f"${token_env} is empty", hint=f"export {token_env}=... before starting the server")
-    if host not in ("127.0.0.1", "localhost", "::1") and not token:
+    from marag.serve.http import LOOPBACK_NAMES
+
+    if host not in LOOPBACK_NAMES and not token:
         warnings.warn(f"serving on {host} without a token: anyone who can reach it can use it (pass --token-env)", MaragWarning, stacklevel=1)
     data = find_data_dir(data_dir, required=False)
     settings = ServeSettings(
         runs_dir=str(runs), indexes_dir=str(indexes) if indexes else None, data_dir=str(data) if data else None,
         llm=LLMConfig.from_spec(llm, base_url=llm_base_url, threads=threads).model_dump(), token=token,
         max_body_bytes=max_body, max_concurrency=max_concurrency, body_timeout_s=body_timeout,
+        allowed_hosts=list(LOOPBACK_NAMES) if host in LOOPBACK_NAMES else None,  # a loopback server: no DNS rebinding
     )  # fmt: skip
     signin = "; sign in there with the token" if token else ""
     typer.echo(f"marag serving on http://{host}:{port}/ (API docs at /docs{signin})")

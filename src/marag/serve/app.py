@@ -62,6 +62,7 @@ class ServeSettings(BaseModel):
     max_runs: int = Field(default=2, ge=1)  # evaluations running at once (POST /runs)
     max_question_chars: int = Field(default=2_000, ge=10)
     session_hours: float = Field(default=12.0, gt=0)  # a browser session's lifetime
+    allowed_hosts: list[str] | None = None  # Host header names answered (None: any); loopback names for a loopback bind
 
 
 def _unencodable(value: Any, where: str) -> str | None:
@@ -148,7 +149,8 @@ def create_app(settings: ServeSettings, llm=None):
     sessions = Sessions(settings.token, max_age_s=int(settings.session_hours * 3600)) if settings.token else None
     links = pages.Links(static=False, signout=sessions is not None)
     app.add_middleware(Gate, sessions=sessions, token=settings.token, max_body_bytes=settings.max_body_bytes,
-                       body_timeout_s=settings.body_timeout_s)  # fmt: skip
+                       body_timeout_s=settings.body_timeout_s,
+                       allowed_hosts=frozenset(settings.allowed_hosts) if settings.allowed_hosts is not None else None)  # fmt: skip
     add_docs(app, OPEN_PATHS, secured=bool(settings.token))
 
     # -- errors: always JSON with a message and a hint ------------------------------------------

@@ -3,6 +3,9 @@ always be encoded.
 
 `Gate` is plain ASGI middleware (it must see the connection before any body is read):
 
+- where: a server on loopback answers only requests addressed to a loopback name
+  (`allowed_hosts`): a web page whose own name an attacker points at 127.0.0.1 (DNS
+  rebinding) would otherwise be "same origin" with it.
 - who: `/health` and the sign-in page are open; every other request needs the bearer
   token, or a valid session cookie on a GET/HEAD (the cookie opens the pages and the
   read-only API; requests that start work, POST /ask and POST /runs, need the header,
@@ -45,6 +48,7 @@ SECURITY_HEADERS = [
     ),
 ]
 OPEN_PATHS = frozenset({"/health", "/signin", "/signout"})
+LOOPBACK_NAMES = frozenset({"127.0.0.1", "localhost", "::1"})
 READ_METHODS = frozenset({"GET", "HEAD"})
 
 
@@ -74,8 +78,10 @@ class SafeHTML(HTMLResponse):
 
 
 class Gate:
-    def __init__(self, app, *, sessions: Sessions | None, token: str | None, max_body_bytes: int, body_timeout_s: float):
+    def __init__(self, app, *, sessions: Sessions | None, token: str | None, max_body_bytes: int, body_timeout_s: float,
+                 allowed_hosts: frozenset[str] | None = None):  # fmt: skip
         self.app = app
+        self.allowed_hosts = allowed_hosts
         self.sessions = sessions
         self.token = token
         self.max_body_bytes = max_body_bytes
@@ -94,6 +100,9 @@ class Gate:
                 response.headers["connection"] = "close"
             await response(scope, receive, send)
 
+        if self.allowed_hosts is not None and _hostname(headers.get("host", "")) not in self.allowed_hosts:
+            return await refuse(SafeJSON({"error": "this server answers only requests addressed to it by a loopback name",
+                                          "hint": f"open it as http://127.0.0.1:<port>/ (names: {', '.join(sorted(self.allowed_hosts))})"}, 400))  # fmt: skip
         if self.token and not self._admitted(scope, headers):
             return await refuse(self._unauthenticated(scope, headers))
         if length is not None and (not length.isdigit() or int(length) > self.max_body_bytes):
@@ -160,6 +169,14 @@ class Gate:
             await send(message)
 
         return secured
+
+
+def _hostname(host: str) -> str:
+    """The name in a Host header, without its port ("[::1]:8321" -> "::1")."""
+    host = host.strip().lower()
+    if host.startswith("["):
+        return host[1:].split("]", 1)[0]
+    return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
 
 
 def _replay(body: bytes, receive):
