@@ -312,6 +312,9 @@ def test_a_browser_signs_in_with_a_cookie_and_out_again(world):
 
 def test_sign_in_only_sends_back_to_this_server(world):
     with httpx.Client(timeout=30) as client:
+        for body in (b"a=1&" * 10, b"\xff\xfe", b"token", b"%"):  # forms no browser sends: 4xx
+            r = client.post(world["base"] + "/signin", content=body, headers={"content-type": "application/x-www-form-urlencoded"})
+            assert 400 <= r.status_code < 500, body
         for target in ("//evil.example/x", "https://evil.example/", "/\\evil.example", "javascript:alert(1)"):
             r = sign_in(world, client, next_path=target)
             assert r.status_code == 303 and r.headers["location"] == "/", target

@@ -203,7 +203,10 @@ def create_app(settings: ServeSettings, llm=None):
 
     @app.post("/signin", include_in_schema=False)
     async def signin(request: Request):
-        form = parse_qs((await request.body()).decode("utf-8", "replace"), max_num_fields=5)
+        try:
+            form = parse_qs((await request.body()).decode("utf-8", "replace"), max_num_fields=5)
+        except ValueError:  # more fields than the form has
+            return SafeHTML(pages.signin_page("/", "Send the sign-in form as it is."), 400)
         target = safe_next((form.get("next") or ["/"])[0])
         if sessions is None:
             return RedirectResponse(target, 303)  # no token: nothing to sign in to
