@@ -218,6 +218,10 @@ def test_bad_requests_get_clear_4xx_and_the_server_keeps_serving(world):
     assert bad_set.status_code == 400 and "k='banana'" in bad_set.json()["error"]
     empty = api(world, "POST", "/ask", json={"question": "   ", "index": "sample"})
     assert empty.status_code in (400, 422)
+    for method, path in (("GET", "/nope"), ("DELETE", "/runs"), ("GET", "/runs/%ED%A0%80"), ("GET", "/view/runs/demo/question"),
+                         ("GET", "/view/runs/demo/question?qid=%00"), ("GET", "/runs/demo/files/%ED%A0%80.png")):  # fmt: skip
+        r = api(world, method, path)
+        assert 400 <= r.status_code < 500 and r.json()["error"], (method, path, r.text)
     assert api(world, "GET", "/health").status_code == 200  # still serving
     assert api(world, "GET", "/runs/demo/files/by_type.png").headers["content-type"] == "image/png"
 

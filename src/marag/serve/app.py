@@ -130,6 +130,7 @@ def create_app(settings: ServeSettings, llm=None):
     from fastapi import FastAPI, Query
     from fastapi.exceptions import RequestValidationError
     from fastapi.responses import FileResponse, RedirectResponse, StreamingResponse
+    from starlette.exceptions import HTTPException
 
     from marag.llm import LLMConfig, make_llm
     from marag.serve.auth import Sessions, cookie_name, safe_next
@@ -160,6 +161,10 @@ def create_app(settings: ServeSettings, llm=None):
         if isinstance(exc, UnknownNameError) and request.url.path in ("/ask", "/runs"):
             status = 400  # an unknown strategy or dataset is a bad request, not a missing page
         return SafeJSON({"error": exc.message, "hint": exc.hint}, status)
+
+    @app.exception_handler(HTTPException)
+    async def http_error(request: Request, exc: HTTPException):  # no such route or method
+        return SafeJSON({"error": str(exc.detail), "hint": "GET /docs lists the routes"}, exc.status_code, headers=exc.headers)
 
     @app.exception_handler(RequestValidationError)
     async def invalid_request(request: Request, exc: RequestValidationError):
