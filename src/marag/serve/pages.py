@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import quote
 
-from marag.serve.trajectory import e, num, trajectory
+from marag.serve.trajectory import Palette, e, num, trajectory
 
 CSS = """
 body{font-family:system-ui,sans-serif;font-size:14px;margin:0;background:#f6f7f9;color:#1d2330}
@@ -174,9 +174,9 @@ def home_page(runs: list[tuple[str, dict[str, Any]]], strategies: list[tuple[str
 
 
 # -- a run ------------------------------------------------------------------------------------
-def _mean(values: Iterable[float]) -> str:
+def _mean(values: Iterable[float], spec: str = ".3f") -> str:
     vals = list(values)
-    return f"{sum(vals) / len(vals):.3f}" if vals else "–"
+    return format(sum(vals) / len(vals), spec) if vals else "–"
 
 
 def _headline(results: list[dict[str, Any]]) -> str | None:
@@ -195,8 +195,8 @@ def run_page(run_id: str, meta: dict[str, Any], results: list[dict[str, Any]], p
     rows = "".join(
         f"<tr><td>{e(s)}</td><td class='n'>{len(rs)}</td><td class='n'>{sum(1 for r in rs if r['error'])}</td>"
         + "".join(f"<td class='n'>{_mean(r['metrics'][m] for r in rs if m in r['metrics'])}</td>" for m in metrics)
-        + f"<td class='n'>{_mean(r['cost'].get('llm_calls', 0) for r in rs)}</td>"
-        + f"<td class='n'>{_mean(r['cost'].get('seconds', 0) for r in rs)}</td></tr>"
+        + f"<td class='n'>{_mean((r['cost'].get('llm_calls', 0) for r in rs), '.1f')}</td>"
+        + f"<td class='n'>{_mean((r['cost'].get('seconds', 0) for r in rs), '.1f')}</td></tr>"
         for s, rs in by_strategy.items()
     )
     table = f"<table id='metrics'><tr><th>strategy</th><th>n</th><th>failed</th>{head}<th>LLM calls</th><th>seconds</th></tr>{rows}</table>"
@@ -273,14 +273,14 @@ def question_page(run_id: str, qid: str, results: list[dict[str, Any]], traces: 
     its scores, and their trajectories side by side."""
     first = results[0]
     gold = set(first["gold_doc_ids"])
-    rows, cols = [], []
+    rows, cols, palette = [], [], Palette()  # one palette: a role has one colour in every column
     for r in results:
         t = traces.get(r["trace_id"] or "")
         link = f"<a href='{e(links.trace(run_id, r['trace_id']))}'>trajectory</a>" if t else "–"
         answer = e(r["prediction"] or "") + (f"<div class='error'>error: {e(r['error'])}</div>" if r["error"] else "")
         cost = f"{num(r['cost'].get('llm_calls'), '.0f')} LLM calls · {num(r['cost'].get('seconds'), '.1f')} s"
         rows.append(f"<tr><td>{e(r['strategy'])}</td><td class='pred'>{answer}</td><td>{_scores(r)}</td><td class='meta'>{cost}</td><td>{link}</td></tr>")
-        body = trajectory(t, f"t{r['trace_id']}", gold) if t else f"<div>{e(r['error'] or 'no trace')}</div>"
+        body = trajectory(t, f"t{r['trace_id']}", gold, palette) if t else f"<div>{e(r['error'] or 'no trace')}</div>"
         cols.append(f"<div><h2>{e(r['strategy'])}</h2>{body}</div>")
     extra = first.get("metadata") if isinstance(first.get("metadata"), dict) else {}
     about = " · ".join(f"{e(k)} {e(v)}" for k, v in extra.items() if isinstance(v, (str, int, float)))

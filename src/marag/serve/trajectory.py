@@ -1,5 +1,5 @@
-"""One trajectory as HTML: a timeline of roles (coloured by role, each chip a link to
-its step), then every step with its inputs, outputs, model calls and searches.
+"""One trajectory as HTML: a timeline of roles (coloured by role, see `Palette`; each
+chip a link to its step), then every step with its inputs, outputs, model calls and searches.
 
 Traces are read from files other people may have written: every value is escaped,
 numbers are formatted only when they are numbers, and statuses become CSS classes only
@@ -28,10 +28,24 @@ def num(value: Any, spec: str = ".2f", default: str = "–") -> str:
     return format(value, spec)
 
 
-def hue(role: str) -> int:
-    """A role's colour (an HSL hue): the same on every page, so the searcher looks the
-    same in every strategy's column; derived from the name, so new roles need no entry."""
-    return zlib.crc32(role.encode("utf-8", "replace")) % 360
+class Palette:
+    """Colours (HSL hues) of roles on one page: each role gets the next of a dozen
+    well-separated hues as it first appears, so the roles of a page never look alike
+    and one role looks the same in every strategy's column. A sub-role
+    ("searcher.judge") takes its role's colour. Reds are left out: a red border means
+    an error. Past a dozen roles, hues come from the name."""
+
+    HUES = (210, 130, 40, 280, 180, 60, 320, 250, 90, 160, 300, 20)
+
+    def __init__(self) -> None:
+        self._given: dict[str, int] = {}
+
+    def hue(self, agent: str) -> int:
+        role = agent.split(".", 1)[0]
+        if role not in self._given:
+            n = len(self._given)
+            self._given[role] = self.HUES[n] if n < len(self.HUES) else 30 + zlib.crc32(role.encode("utf-8", "replace")) % 300
+        return self._given[role]
 
 
 def dicts(value: Any) -> list[dict[str, Any]]:
@@ -82,18 +96,18 @@ def _search(s: dict[str, Any], gold: Collection[str]) -> str:
     )
 
 
-def timeline(steps: list[dict[str, Any]], anchor: str) -> str:
+def timeline(steps: list[dict[str, Any]], anchor: str, palette: Palette) -> str:
     chips = []
     for i, s in enumerate(steps, 1):
         agent, status = str(s.get("agent", "?")), status_class(s.get("status", "ok"))
         chips.append(
-            f"<a class='chip st-{status}' href='#{anchor}-{i}' style='--hue:{hue(agent)}' "
+            f"<a class='chip st-{status}' href='#{anchor}-{i}' style='--hue:{palette.hue(agent)}' "
             f"title='step {i}: {e(agent)} ({e(s.get('status', 'ok'))})'>{e(agent)}</a>"
         )
     return f"<nav class='timeline' aria-label='steps'>{''.join(chips)}</nav>"
 
 
-def steps_html(steps: list[dict[str, Any]], anchor: str, gold: Collection[str]) -> str:
+def steps_html(steps: list[dict[str, Any]], anchor: str, gold: Collection[str], palette: Palette) -> str:
     cards = []
     for i, s in enumerate(steps, 1):
         agent, status = str(s.get("agent", "?")), status_class(s.get("status", "ok"))
@@ -103,7 +117,7 @@ def steps_html(steps: list[dict[str, Any]], anchor: str, gold: Collection[str]) 
         badge = "" if status == "ok" else f" <span class='badge st-{status}'>{e(s.get('status'))}</span>"
         cards.append(
             f"<div class='step' id='{anchor}-{i}' data-agent='{e(agent)}' data-status='{e(s.get('status', 'ok'))}' "
-            f"style='--hue:{hue(agent)}'>"
+            f"style='--hue:{palette.hue(agent)}'>"
             f"<span class='agent'>{i}. {e(agent)}</span>{badge}"
             f"<span class='meta'>{num(s.get('latency_s', 0))}s · {len(calls)} LLM calls · {len(searches)} searches</span>"
             + (f"<div class='meta'>error: {e(s['error'])}</div>" if s.get("error") else "")
@@ -126,12 +140,13 @@ def totals(steps: list[dict[str, Any]]) -> str:
     return f"{len(calls)} LLM calls · {num(tokens, '.0f')} tokens · {searches} searches"
 
 
-def trajectory(trace: dict[str, Any], anchor: str, gold_docs: Collection[str] = ()) -> str:
+def trajectory(trace: dict[str, Any], anchor: str, gold_docs: Collection[str] = (), palette: Palette | None = None) -> str:
     """The timeline and the steps of one trace. `anchor` prefixes the steps' element
-    ids, so several trajectories can share a page."""
+    ids and `palette` is shared, so several trajectories can share a page."""
     steps = dicts(trace.get("steps"))
+    palette = palette or Palette()
     return (
         f"<div class='meta'>{totals(steps)} · trace {e(trace.get('id'))}</div>"
-        f"<h3>Timeline</h3>{timeline(steps, anchor)}"
-        f"<h3>Steps</h3>{steps_html(steps, anchor, gold_docs)}"
+        f"<h3>Timeline</h3>{timeline(steps, anchor, palette)}"
+        f"<h3>Steps</h3>{steps_html(steps, anchor, gold_docs, palette)}"
     )
