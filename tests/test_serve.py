@@ -16,7 +16,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from urllib.parse import quote, unquote, urljoin, urlparse
+from urllib.parse import quote, unquote, urlparse
 
 import httpx
 import pytest
@@ -367,7 +367,7 @@ def test_the_static_copy_skips_links_out_of_the_run_with_a_warning(world, tmp_pa
 
 
 def test_a_run_with_an_incomplete_config_is_4xx_and_does_not_break_the_others(world):
-    for path in ("/runs/broken", "/view/runs/broken", "/runs/broken/events", f"/view/runs/broken/question?qid=x"):
+    for path in ("/runs/broken", "/view/runs/broken", "/runs/broken/events", "/view/runs/broken/question?qid=x"):
         r = api(world, "GET", path)
         assert r.status_code == 404 and "strategies" in r.json()["error"], (path, r.text)
     assert api(world, "GET", "/runs").status_code == 200 and api(world, "GET", "/").status_code == 200
@@ -462,7 +462,7 @@ def test_the_question_page_shows_the_question_once_gold_answers_and_scores(world
     text = api(world, "GET", f"/view/runs/demo/question?qid={quote(qid)}").text
     question = next(iter(world["gold"]))
     main = text.split("<main>", 1)[1]
-    visible = re.sub(r"<details.*?</details>", "", main, flags=re.S)  # collapsed prompts and inputs aside
+    visible = re.sub(r"<details.*?</details>", "", main, flags=re.DOTALL)  # collapsed prompts and inputs aside
     assert visible.count(f">{question}<") == 1  # once as a text of its own (a search for it quotes it: “…”)
     assert "id='gold'" in text and world["gold"][question] in main
     assert re.search(r"f1 <b>\d\.\d\d</b>", text) and "em <b>" in text

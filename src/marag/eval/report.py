@@ -47,7 +47,7 @@ class Run:
         self.name = self.path.name
 
     @classmethod
-    def of(cls, name: str, meta: dict[str, Any], results: list[dict[str, Any]]) -> "Run":
+    def of(cls, name: str, meta: dict[str, Any], results: list[dict[str, Any]]) -> Run:
         """A run from records already read (the server reads them through its jail)."""
         run = cls.__new__(cls)
         run.path, run.name, run.meta, run.config, run.results = Path(name), name, meta, meta["config"], results

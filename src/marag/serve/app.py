@@ -34,7 +34,9 @@ from typing import Any
 from urllib.parse import parse_qs
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
-from starlette.requests import Request  # at module level: FastAPI reads route annotations by name here
+
+# at module level: FastAPI resolves the routes' annotations (strings here) by name in this module
+from starlette.requests import Request
 
 from marag.errors import MaragError, UnknownNameError
 from marag.serve import pages

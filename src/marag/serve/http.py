@@ -43,8 +43,10 @@ SECURITY_HEADERS = [
     (b"referrer-policy", b"no-referrer"),
     (
         b"content-security-policy",
-        b"default-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-inline'; script-src 'self' 'unsafe-inline'; "
-        b"connect-src 'self'; frame-ancestors 'none'; form-action 'self'; base-uri 'none'",
+        (
+            b"default-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-inline'; script-src 'self' 'unsafe-inline'; "
+            b"connect-src 'self'; frame-ancestors 'none'; form-action 'self'; base-uri 'none'"
+        ),
     ),
 ]
 OPEN_PATHS = frozenset({"/health", "/signin", "/signout"})

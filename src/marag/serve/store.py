@@ -241,7 +241,7 @@ def clean_result(r: Any) -> dict[str, Any]:
     """A result record with the types the pages rely on: ValueError when it is not one
     (no string strategy and qid); numbers that are not numbers are dropped."""
     if not isinstance(r, dict) or not isinstance(r.get("strategy"), str) or not isinstance(r.get("qid"), str):
-        raise ValueError("not a result record")
+        raise ValueError("not a result record")  # noqa: TRY004 - a line's content, read as a value
     out = dict(r)
     out["question"] = str(r.get("question") or r["qid"])
     out["prediction"] = None if r.get("prediction") is None else str(r["prediction"])
