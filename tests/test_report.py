@@ -4,6 +4,7 @@ counted as failures, and the settings printed beside the numbers."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -107,3 +108,24 @@ def test_settings_of_strategies_with_a_paper_flag_of_their_own(tmp_path):
     text = build_report([run], plots=False).read_text()
     assert "- kair — our additions on: support_check, memory, gap_as_query, agent_angles: paper=false, max_steps=3" in text
     assert "- mrag_paper — paper's behaviour only: paper=true" in text
+
+
+def test_the_terminal_table_has_whole_unique_headers():
+    from marag.eval.report import summary_table
+
+    rows = [
+        {"strategy": "vanilla_rag", "n": 3, "errors": 0, "f1": 0.5, "retrieval_precision": 0.25, "llm_calls": 1.0,
+         "prompt_tokens": 169.0, "prompt_tokens_reused": 12.0, "completion_tokens": 2.0, "seconds": 5.2},
+        {"strategy": "a_much_longer_strategy_name", "n": 3, "errors": 1, "f1": None, "retrieval_precision": 1.0,
+         "llm_calls": 19.5, "prompt_tokens": 4012.0, "prompt_tokens_reused": 1808.0, "completion_tokens": 1014.0, "seconds": 66.0},
+    ]  # fmt: skip
+    lines = summary_table(rows).splitlines()
+    header = re.split(r"\s{2,}", lines[0].strip())
+    assert header == ["strategy", "n", "errors", "f1", "retrieval_precision", "LLM calls", "prompt tok",
+                      "of which reused", "completion tok", "seconds"]  # fmt: skip
+    assert len(set(header)) == len(header)
+    assert lines[2].startswith("a_much_longer_strategy_name ") and "–" in lines[2] and "4012.0" in lines[2]
+    # every column lines up: each value ends where its header ends
+    ends = [m.end() for m in re.finditer(r"\S+(?: \S+)*", lines[0])]
+    for line in lines[1:]:
+        assert [m.end() for m in re.finditer(r"\S+", line)][1:] == ends[1:]

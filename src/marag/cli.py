@@ -391,16 +391,10 @@ def _csv(text: str) -> list[str]:
 
 
 def _print_summary(rows: list[dict]) -> None:
-    if not rows:
-        return
-    keys = list(dict.fromkeys(k for r in rows for k in r if k != "strategy"))
-    keys = [k for k in keys if any(r.get(k) is not None for r in rows)]
-    typer.echo("strategy".ljust(14) + "".join(k[:12].rjust(13) for k in keys))
-    for r in rows:
-        cells = "".join(
-            (f"{r[k]:.3f}" if isinstance(r.get(k), float) else str(r.get(k, "–"))).rjust(13) for k in keys
-        )
-        typer.echo(r["strategy"].ljust(14) + cells)
+    from marag.eval.report import summary_table
+
+    if rows:
+        typer.echo(summary_table(rows))
 
 
 @app.command()
@@ -443,9 +437,12 @@ def serve(
     threads: Annotated[int, typer.Option(help="CPU threads for the local model.")] = 2,
     max_body: Annotated[int, typer.Option(help="Largest request body in bytes.")] = 64_000,
     max_concurrency: Annotated[int, typer.Option(help="Questions answered at once (more wait; past the queue, 429).")] = 4,
+    body_timeout: Annotated[
+        float, typer.Option(help="Seconds a request body has to arrive whole (then 408 and the connection is closed).")
+    ] = 15.0,
     data_dir: DataDirOpt = None,
 ) -> None:
-    """Serve the HTTP API and the trajectory viewer (http://127.0.0.1:8321/)."""
+    """Serve the HTTP API and the trajectory viewer (http://127.0.0.1:8321/; with a token, sign in at /signin)."""
     import os
 
     import uvicorn
@@ -457,15 +454,19 @@ def serve(
     token = os.environ.get(token_env) if token_env else None
     if token_env and not token:
         raise MaragError(f"${token_env} is empty", hint=f"export {token_env}=... before starting the server")
-    if host not in ("127.0.0.1", "localhost", "::1") and not token:
+    from marag.serve.http import LOOPBACK_NAMES
+
+    if host not in LOOPBACK_NAMES and not token:
         warnings.warn(f"serving on {host} without a token: anyone who can reach it can use it (pass --token-env)", MaragWarning, stacklevel=1)
     data = find_data_dir(data_dir, required=False)
     settings = ServeSettings(
         runs_dir=str(runs), indexes_dir=str(indexes) if indexes else None, data_dir=str(data) if data else None,
         llm=LLMConfig.from_spec(llm, base_url=llm_base_url, threads=threads).model_dump(), token=token,
-        max_body_bytes=max_body, max_concurrency=max_concurrency,
+        max_body_bytes=max_body, max_concurrency=max_concurrency, body_timeout_s=body_timeout,
+        allowed_hosts=list(LOOPBACK_NAMES) if host in LOOPBACK_NAMES else None,  # a loopback server: no DNS rebinding
     )  # fmt: skip
-    typer.echo(f"marag serving on http://{host}:{port}/ (API docs at /docs)")
+    signin = "; sign in there with the token" if token else ""
+    typer.echo(f"marag serving on http://{host}:{port}/ (API docs at /docs{signin})")
     uvicorn.run(create_app(settings), host=host, port=port, log_level="warning")
 
 

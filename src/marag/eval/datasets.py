@@ -47,6 +47,10 @@ class DatasetSpec:
     answer_style: str = "short"
     parts: tuple[str, ...] = ()  # for a mix: the datasets whose corpora and questions it unites
 
+    def files(self) -> list[str]:
+        """Its files, relative to the data directory (a mix: its parts' files)."""
+        return [DATASETS.get(p).path for p in self.parts] if self.parts else [self.path]
+
 
 DATASETS: Registry[DatasetSpec] = Registry("datasets")
 

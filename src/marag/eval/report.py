@@ -39,9 +39,20 @@ class Run:
 
             raise MaragError(f"no run at {self.path}", hint="give a directory written by `marag eval` (runs/<id>)")
         self.meta = json.loads(cfg_file.read_text())
+        if not isinstance(self.meta.get("config"), dict) or not isinstance(self.meta["config"].get("strategies"), list):
+            from marag.errors import MaragError
+
+            raise MaragError(f"{cfg_file} has no config with a 'strategies' list", hint="give a directory written by `marag eval`")
         self.config = self.meta["config"]
         self.results = list(read_results(self.path / "results.jsonl").values())
         self.name = self.path.name
+
+    @classmethod
+    def of(cls, name: str, meta: dict[str, Any], results: list[dict[str, Any]]) -> Run:
+        """A run from records already read (the server reads them through its jail)."""
+        run = cls.__new__(cls)
+        run.path, run.name, run.meta, run.config, run.results = Path(name), name, meta, meta["config"], results
+        return run
 
     def groups(self, label_run: bool) -> dict[str, list[dict]]:
         out: dict[str, list[dict]] = defaultdict(list)
@@ -461,10 +472,10 @@ def _plots(groups, head, cat_tables, out_dir: Path) -> list[Path]:
     return made
 
 
-def summary_rows(run_path: Path) -> list[dict[str, Any]]:
+def summary_rows(run: Path | Run) -> list[dict[str, Any]]:
     """Per strategy means over the questions every strategy answered (failures count
     as 0, as in report.md), without intervals: a compact table for the terminal."""
-    run = Run(run_path)
+    run = run if isinstance(run, Run) else Run(run)
     groups = run.groups(False)
     common, _ = common_questions(groups)
     out = []
@@ -480,3 +491,37 @@ def summary_rows(run_path: Path) -> list[dict[str, Any]]:
             row[key] = sum(vals) / len(vals) if vals else None
         out.append(row)
     return out
+
+
+# Column titles of the terminal table: the report's cost labels, metric names as they are.
+SUMMARY_LABELS = {"n": "n", "errors": "errors", **dict(COST_KEYS)}
+
+
+def summary_table(rows: list[dict[str, Any]]) -> str:
+    """`summary_rows` as aligned text: one column per value any row has, each as wide
+    as its whole title (never cut: cut titles turned "prompt_tokens" and
+    "prompt_tokens_reused" into two equal headers) and its widest value."""
+    if not rows:
+        return ""
+    keys = [k for k in dict.fromkeys(k for r in rows for k in r if k != "strategy") if any(r.get(k) is not None for r in rows)]
+    titles = ["strategy"] + [SUMMARY_LABELS.get(k, k) for k in keys]
+    seen: dict[str, int] = {}
+    for i, t in enumerate(titles):  # two keys with one label (a metric named like a cost) stay apart
+        seen[t] = seen.get(t, 0) + 1
+        if seen[t] > 1:
+            titles[i] = f"{t} ({keys[i - 1]})"
+
+    costs = dict(COST_KEYS)
+
+    def cell(key: str, v: Any) -> str:
+        if v is None:
+            return "–"
+        if isinstance(v, float):
+            return f"{v:.1f}" if key in costs else f"{v:.3f}"  # counts and seconds vs scores in [0, 1]
+        return str(v)
+
+    body = [[str(r["strategy"])] + [cell(k, r.get(k)) for k in keys] for r in rows]
+    widths = [max(len(titles[i]), *(len(b[i]) for b in body)) for i in range(len(titles))]
+    lines = [[t.ljust(w) if i == 0 else t.rjust(w) for i, (t, w) in enumerate(zip(titles, widths))]]
+    lines += [[c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(b, widths))] for b in body]
+    return "\n".join("  ".join(line).rstrip() for line in lines)

@@ -161,6 +161,15 @@ def hit_of(chunk: Chunk, score: float) -> Hit:
     )
 
 
+def hit_record(hit: Hit) -> dict[str, Any]:
+    """A hit as the trace keeps it: ids and score, and the title when it says more than
+    the document id (the viewer shows titles; HotpotQA's ids are their titles)."""
+    record = {"doc_id": hit.doc_id, "chunk_id": hit.chunk_id, "score": hit.score}
+    if hit.title and hit.title != hit.doc_id:
+        record["title"] = hit.title
+    return record
+
+
 def as_mask(selection: np.ndarray | Iterable[int], size: int) -> np.ndarray:
     """A boolean mask over `size` positions from a mask or from chunk positions."""
     arr = np.asarray(selection if isinstance(selection, np.ndarray) else list(selection))
@@ -245,7 +254,7 @@ class BaseRetriever:
                         "query": query,
                         "k": k,
                         "offset": offset,
-                        "hits": [{"doc_id": h.doc_id, "chunk_id": h.chunk_id, "score": h.score} for h in hits],
+                        "hits": [hit_record(h) for h in hits],
                         "latency_s": round(latency, 6),
                         "started": round(started, 4),
                     }

@@ -1,16 +1,26 @@
-"""Read access to a runs directory for the server and the static viewer. Names that
-come from a request (run ids, trace ids, file names) are checked against strict
-patterns and resolved inside the root, so no request can reach a path outside it."""
+"""Read access to a runs directory for the server and the static viewer.
+
+The runs directory is a jail. Names that come from a request (run ids, trace ids, file
+names) are checked against strict patterns, and every file is opened only after its
+real path (all symbolic links followed) is found inside its run's folder, whose real
+path lies inside the root. A run folder or file whose link leads out is skipped with
+a warning, never read: a run copied from someone else cannot make the server, or
+`marag view`, show a file from elsewhere on the machine.
+
+Run folders are other people's data as much as requests are: records of the wrong
+shape are skipped or cleaned here, so the pages and the API never fail on them, and
+one unreadable run never hides the others.
+"""
 
 from __future__ import annotations
 
 import json
 import re
+import warnings
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
-from marag.errors import MaragError, UnknownNameError
-from marag.eval.runner import read_results
+from marag.errors import MaragError, MaragWarning, UnknownNameError
 
 RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]{0,199}$")
 TRACE_ID = re.compile(r"^[0-9a-f]{6,64}$")
@@ -21,74 +31,227 @@ class BadName(MaragError):
     """A name in a request that cannot be a run, trace or file name (HTTP 400)."""
 
 
+class UnreadableRun(UnknownNameError):
+    """A run folder that exists but cannot be shown (its config.json is missing parts,
+    or leads out of the runs directory). Served as "no such run" (HTTP 404) with why."""
+
+
+class RunConflict(MaragError):
+    """A run folder the server will not write into (HTTP 409)."""
+
+
+class Listing(NamedTuple):
+    runs: list[tuple[str, dict[str, Any]]]  # run id, its config.json
+    skipped: list[tuple[str, str]]  # folder name, why it is not listed
+
+
 def check(name: str, pattern: re.Pattern[str], what: str) -> str:
     if not pattern.fullmatch(name) or ".." in name:
         raise BadName(f"not a valid {what}: {name[:80]!r}", hint=f"a {what} matches {pattern.pattern}")
     return name
 
 
+def warn(message: str) -> None:
+    # MaragWarning: the CLI prints one `warning:` line; Python's default filter shows a
+    # given message once, so a page reloaded every second does not flood the log.
+    warnings.warn(message, MaragWarning, stacklevel=2)
+
+
 class RunStore:
     def __init__(self, root: str | Path):
         self.root = Path(root).resolve()
-        self._traces: dict[str, dict[str, int]] = {}  # run id -> trace id -> byte offset in traces.jsonl
+        self._traces: dict[str, tuple[tuple[int, int], dict[str, int]]] = {}  # run id -> (file stamp, trace id -> offset)
 
+    # -- the jail -------------------------------------------------------------------------------
     def _dir(self, run_id: str) -> Path:
-        path = (self.root / check(run_id, RUN_ID, "run id")).resolve()
-        if not path.is_relative_to(self.root) or not (path / "config.json").is_file():
+        """The real path of a run's folder; UnknownNameError when there is no readable run."""
+        check(run_id, RUN_ID, "run id")
+        link = self.root / run_id
+        if not link.is_dir():
             raise UnknownNameError(f"no run {run_id!r}", hint="GET /runs lists the runs")
-        return path
+        real = link.resolve()
+        if real == self.root or not real.is_relative_to(self.root):
+            warn(f"run folder {run_id!r} links outside the runs directory {self.root}: skipped")
+            raise UnreadableRun(f"no run {run_id!r}", hint="its folder links outside the runs directory")
+        return real
+
+    def _path(self, run_id: str, name: str, readable: bool = True) -> Path | None:
+        """The real path of a run's file, or None when it is absent or leads out of the
+        run's folder (then with a warning: it is never read). Only files of readable
+        runs (see `meta`) unless `readable` is False."""
+        if readable:
+            self.meta(run_id)
+        run_dir = self._dir(run_id)
+        path = run_dir / name
+        if not path.exists():
+            return None
+        real = path.resolve()
+        if not real.is_relative_to(run_dir) or not real.is_file():
+            warn(f"{run_id}/{name} links outside its run folder (or is not a file): skipped")
+            return None
+        return real
+
+    # -- runs -----------------------------------------------------------------------------------
+    def scan(self) -> Listing:
+        """Every readable run, and the folders that look like runs but are skipped (with
+        the reason, which never quotes what a link points to)."""
+        if not self.root.is_dir():
+            return Listing([], [])
+        runs, skipped = [], []
+        for d in sorted(self.root.iterdir()):
+            if not RUN_ID.fullmatch(d.name) or not d.is_dir() or not (d / "config.json").exists():
+                continue  # not a run (a stray file, a model folder, a hidden folder)
+            try:
+                runs.append((d.name, self.meta(d.name)))
+            except MaragError as exc:
+                skipped.append((d.name, exc.hint or exc.message))
+        return Listing(runs, skipped)
 
     def runs(self) -> list[tuple[str, dict[str, Any]]]:
-        if not self.root.is_dir():
-            return []
-        out = []
-        for d in sorted(self.root.iterdir()):
-            if (d / "config.json").is_file() and RUN_ID.fullmatch(d.name):
-                out.append((d.name, self.meta(d.name)))
-        return out
+        return self.scan().runs
 
     def meta(self, run_id: str) -> dict[str, Any]:
-        return json.loads((self._dir(run_id) / "config.json").read_text(encoding="utf-8"))
+        """config.json, checked for what the pages and reports rely on."""
+        path = self._path(run_id, "config.json", readable=False)
+        if path is None:
+            raise UnreadableRun(f"no run {run_id!r}", hint="its config.json is missing or links outside its run folder")
+        try:
+            meta = json.loads(path.read_bytes().decode("utf-8", errors="replace"))
+        except json.JSONDecodeError:
+            meta = None
+        cfg = meta.get("config") if isinstance(meta, dict) else None
+        problem = (
+            "config.json is not a JSON object with a 'config' object" if not isinstance(cfg, dict)
+            else "config.json has no 'dataset' name" if not isinstance(cfg.get("dataset"), str)
+            else "config.json has no 'strategies' list" if not _str_list(cfg.get("strategies"))
+            else None
+        )  # fmt: skip
+        if problem:
+            warn(f"run {run_id!r}: {problem}: skipped")
+            raise UnreadableRun(f"run {run_id!r} cannot be read: {problem}", hint=f"{problem}; fix it or remove the folder")
+        return meta
 
     def results(self, run_id: str) -> list[dict[str, Any]]:
-        return list(read_results(self._dir(run_id) / "results.jsonl").values())
+        """The latest record per (strategy, question), cleaned (see `clean_result`);
+        lines that are not records are skipped, as a torn last line is."""
+        path = self._path(run_id, "results.jsonl")
+        out: dict[tuple[str, str], dict[str, Any]] = {}
+        if path is None:
+            return []
+        bad = 0
+        for line in path.read_bytes().decode("utf-8", errors="replace").splitlines():
+            if not line.strip():
+                continue
+            try:
+                r = clean_result(json.loads(line))
+            except (json.JSONDecodeError, ValueError):
+                bad += 1
+                continue
+            out[(r["strategy"], r["qid"])] = r
+        if bad > 1:  # one is a torn last line, normal after a killed run
+            warn(f"run {run_id!r}: {bad} lines of results.jsonl are not result records: skipped")
+        return list(out.values())
 
     def plots(self, run_id: str) -> list[str]:
-        return sorted(p.name for p in self._dir(run_id).glob("*.png") if FILE.fullmatch(p.name))
+        self.meta(run_id)
+        run_dir = self._dir(run_id)
+        return sorted(p.name for p in run_dir.glob("*.png") if FILE.fullmatch(p.name) and self._path(run_id, p.name, readable=False))
 
     def file(self, run_id: str, name: str) -> Path:
-        path = (self._dir(run_id) / check(name, FILE, "file name")).resolve()
-        if not path.is_relative_to(self.root) or not path.is_file():
+        path = self._path(run_id, check(name, FILE, "file name"))
+        if path is None:
             raise UnknownNameError(f"no file {name!r} in run {run_id!r}")
         return path
 
+    def check_writable(self, run_id: str) -> None:
+        """Raise RunConflict unless an evaluation may write `run_id`'s folder: absent,
+        or a real folder with no links in it (writes would follow a link anywhere)."""
+        path = self.root / check(run_id, RUN_ID, "run id")
+        if not path.exists() and not path.is_symlink():
+            return
+        if path.is_symlink() or not path.is_dir() or any(p.is_symlink() for p in path.iterdir()):
+            raise RunConflict(f"run folder {run_id!r} holds symbolic links: the server does not write into it",
+                              hint="remove the links, or the folder, and start the run again")  # fmt: skip
+
+    # -- traces ---------------------------------------------------------------------------------
     def trace(self, run_id: str, trace_id: str) -> dict[str, Any]:
         check(trace_id, TRACE_ID, "trace id")
-        offsets = self._trace_offsets(run_id)
-        if trace_id not in offsets:  # a run still in progress may have written it since
-            self._traces.pop(run_id, None)
-            offsets = self._trace_offsets(run_id)
-        if trace_id not in offsets:
+        path, offsets = self._trace_offsets(run_id)
+        if path is None or trace_id not in offsets:
             raise UnknownNameError(f"no trace {trace_id!r} in run {run_id!r}")
-        with (self._dir(run_id) / "traces.jsonl").open("rb") as f:
+        with path.open("rb") as f:
             f.seek(offsets[trace_id])
-            return json.loads(f.readline())
+            line = f.readline()
+        try:
+            trace = json.loads(line.decode("utf-8", errors="replace"))
+        except json.JSONDecodeError:
+            trace = None
+        if not isinstance(trace, dict):
+            raise UnknownNameError(f"trace {trace_id!r} in run {run_id!r} cannot be read", hint="its line in traces.jsonl is not a JSON object")
+        return trace
 
     def traces(self, run_id: str, ids: list[str]) -> dict[str, dict[str, Any]]:
-        offsets = self._trace_offsets(run_id)
-        return {i: self.trace(run_id, i) for i in ids if i in offsets}
+        _, offsets = self._trace_offsets(run_id)
+        out = {}
+        for i in ids:
+            if i in offsets:
+                try:
+                    out[i] = self.trace(run_id, i)
+                except UnknownNameError:
+                    continue
+        return out
 
-    def _trace_offsets(self, run_id: str) -> dict[str, int]:
-        path = self._dir(run_id) / "traces.jsonl"
-        if run_id not in self._traces:
+    def _trace_offsets(self, run_id: str) -> tuple[Path | None, dict[str, int]]:
+        """Where each trace starts in traces.jsonl, read again when the file changed
+        (a run in progress appends to it)."""
+        path = self._path(run_id, "traces.jsonl")
+        if path is None:
+            return None, {}
+        st = path.stat()
+        stamp = (st.st_size, st.st_mtime_ns)
+        cached = self._traces.get(run_id)
+        if cached is None or cached[0] != stamp:
             offsets: dict[str, int] = {}
-            if path.exists():
-                with path.open("rb") as f:
-                    pos = 0
-                    for line in f:
-                        m = re.search(rb'"id":\s*"([0-9a-f]+)"', line[:200])
-                        if m:
-                            offsets[m.group(1).decode()] = pos  # a re-answered question: the latest wins
-                        pos += len(line)
-            self._traces[run_id] = offsets
-        return self._traces[run_id]
+            with path.open("rb") as f:
+                pos = 0
+                for line in f:
+                    m = re.search(rb'"id":\s*"([0-9a-f]{6,64})"', line[:200])
+                    if m:
+                        offsets[m.group(1).decode()] = pos  # a re-answered question: the latest wins
+                    pos += len(line)
+            cached = self._traces[run_id] = (stamp, offsets)
+        return path, cached[1]
+
+
+def _str_list(value: Any) -> bool:
+    return isinstance(value, list) and bool(value) and all(isinstance(v, str) for v in value)
+
+
+def _num(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value)
+
+
+def _strs(value: Any) -> list[str]:
+    return [str(v) for v in value] if isinstance(value, list) else []
+
+
+def clean_result(r: Any) -> dict[str, Any]:
+    """A result record with the types the pages rely on: ValueError when it is not one
+    (no string strategy and qid); numbers that are not numbers are dropped."""
+    if not isinstance(r, dict) or not isinstance(r.get("strategy"), str) or not isinstance(r.get("qid"), str):
+        raise ValueError("not a result record")  # noqa: TRY004 - a line's content, read as a value
+    out = dict(r)
+    out["question"] = str(r.get("question") or r["qid"])
+    out["prediction"] = None if r.get("prediction") is None else str(r["prediction"])
+    out["error"] = None if r.get("error") is None else str(r["error"])
+    for key in ("metrics", "cost"):
+        raw = r.get(key) if isinstance(r.get(key), dict) else {}
+        out[key] = {str(k): v for k, v in ((k, _num(v)) for k, v in raw.items()) if v is not None}
+    out["answers"] = _strs(r.get("answers"))
+    out["gold_doc_ids"] = _strs(r.get("gold_doc_ids"))
+    out["retrieved_doc_ids"] = _strs(r.get("retrieved_doc_ids"))
+    tid = r.get("trace_id")
+    out["trace_id"] = tid if isinstance(tid, str) and TRACE_ID.fullmatch(tid) else None
+    return out

@@ -1,0 +1,134 @@
+"""Evaluations started over HTTP (POST /runs): their settings checked before they start,
+their state, and their progress as a stream any number of readers can follow, joining
+at any time.
+
+A reader who joins a running evaluation gets every event so far, then each new one as
+it happens; one who joins after it finished gets a single event with the final state,
+at once. Each reader keeps its own position in the event list, so readers never take
+events from each other.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from marag.errors import MaragError
+
+RUNNING, DONE, FAILED = "running", "done", "failed"
+
+
+class Job:
+    def __init__(self) -> None:
+        self.status = RUNNING
+        self.done = 0
+        self.total = 0
+        self.error: str | None = None
+        self.events: list[dict[str, Any]] = []
+        self._changed = asyncio.Event()
+        self.task: asyncio.Task | None = None
+
+    def state(self) -> dict[str, Any]:
+        return {"status": self.status, "done": self.done, "total": self.total, "error": self.error}
+
+    def publish(self, event: dict[str, Any]) -> None:
+        self.events.append(event)
+        changed, self._changed = self._changed, asyncio.Event()
+        changed.set()  # wakes every reader waiting now; later ones wait on the new event
+
+    def progress(self, record: dict[str, Any], done: int, total: int) -> None:
+        self.done, self.total = done, total
+        self.publish({"done": done, "total": total, "strategy": record.get("strategy"), "qid": record.get("qid"),
+                      "error": record.get("error")})  # fmt: skip
+
+    def finish(self, status: str, error: str | None = None) -> None:
+        self.status, self.error = status, error
+        self.publish(self.state())
+
+    async def follow(self) -> AsyncIterator[dict[str, Any]]:
+        """Events for one reader (see the module docstring); ends with the final state."""
+        if self.status != RUNNING:
+            yield self.state()
+            return
+        seen = 0
+        while True:
+            changed = self._changed
+            while seen < len(self.events):
+                event = self.events[seen]
+                seen += 1
+                yield event
+                if "status" in event:
+                    return
+            await changed.wait()
+
+
+class Jobs:
+    """The evaluations this server started, by run id; at most `max_running` at once."""
+
+    def __init__(self, max_running: int) -> None:
+        self.max_running = max_running
+        self._jobs: dict[str, Job] = {}
+
+    def get(self, run_id: str) -> Job | None:
+        return self._jobs.get(run_id)
+
+    def running(self) -> int:
+        return sum(1 for j in self._jobs.values() if j.status == RUNNING)
+
+    def start(self, run_id: str, work: Callable[[Job], Awaitable[None]]) -> Job | None:
+        """The job for `run_id`: the one already running, or a new one running `work`;
+        None when `max_running` others are running."""
+        job = self._jobs.get(run_id)
+        if job is not None and job.status == RUNNING:
+            return job
+        if self.running() >= self.max_running:
+            return None
+        job = self._jobs[run_id] = Job()
+
+        async def run() -> None:
+            try:
+                await work(job)
+                job.finish(DONE)
+            except Exception as exc:  # noqa: BLE001 - reported through GET /runs/{id} and the event stream
+                job.finish(FAILED, f"{type(exc).__name__}: {getattr(exc, 'message', exc)}")
+
+        job.task = asyncio.create_task(run())
+        return job
+
+
+def eval_config(dataset: str, strategies: list[str], limit: int, options: dict[str, dict[str, Any]],
+                metrics: list[str] | None, llm, data_dir: str | None):  # fmt: skip
+    """The EvalConfig of an evaluation asked for over HTTP, with everything it could fail
+    on at its start checked first (a MaragError saying what to change): the dataset is
+    registered (never a path) and its data present, no strategy or metric is named twice,
+    options are keyed by a listed strategy and valid for it, and every name is known.
+    Judged metrics are run as judged metrics (by the server's model)."""
+    from marag.eval.datasets import DATASETS
+    from marag.eval.metrics import METRICS
+    from marag.eval.runner import DEFAULT_METRICS, EvalConfig, validate_names
+    from marag.strategies import STRATEGIES
+
+    spec = DATASETS.get(dataset)
+    if not data_dir:
+        raise MaragError("this server has no benchmark data", hint="start it with --data-dir DIR (or MARAG_DATA)")
+    missing = [f for f in spec.files() if not (Path(data_dir) / f).exists()]
+    if missing:
+        raise MaragError(f"dataset {dataset!r} has no data on this server", hint=f"missing in the data directory: {', '.join(missing)}")
+    for what, names in (("strategies", strategies), ("metrics", metrics or [])):
+        repeated = sorted({n for n in names if names.count(n) > 1})
+        if repeated:
+            raise MaragError(f"{what} named twice: {', '.join(repeated)}", hint=f"name each of the {what} once")
+    stray = sorted(set(options) - set(strategies))
+    if stray:
+        raise MaragError(f"options for {', '.join(map(repr, stray))}, which {'is' if len(stray) == 1 else 'are'} not among the strategies",
+                         hint=f"options are keyed by strategy: {', '.join(strategies)}")  # fmt: skip
+    for s in strategies:
+        STRATEGIES.get(s).validate_config(options.get(s))
+    names = metrics or list(DEFAULT_METRICS)
+    judged = {m for m in names if METRICS.get(m).needs_judge}
+    cfg = EvalConfig(dataset=dataset, strategies=strategies, limit=limit, strategy_configs=options, llm=llm,
+                     metrics=[m for m in names if m not in judged], judge_metrics=[m for m in names if m in judged])  # fmt: skip
+    validate_names(cfg)
+    return cfg
