@@ -97,7 +97,7 @@ def _probe(address: str) -> None:
         ) from None
 
 
-def start_ray(address: str | None = None, attempts: int = 3, pauses_s: tuple[float, ...] = START_PAUSES_S, **options: Any) -> None:
+def start_ray(address: str | None = None, attempts: int = 3, pauses_s: tuple[float, ...] | None = None, **options: Any) -> None:
     """Join the Ray cluster at `address`, or start a local instance without one.
 
     On a busy machine a local instance's first start can time out waiting for its own
@@ -112,6 +112,7 @@ def start_ray(address: str | None = None, attempts: int = 3, pauses_s: tuple[flo
         return
     if address and address != "auto":
         _probe(address)
+    pauses_s = START_PAUSES_S if pauses_s is None else pauses_s
     last: BaseException | None = None
     for attempt in range(1, attempts + 1):
         before = _children()
@@ -180,14 +181,9 @@ async def ray_answers(
     """(record, trace) for every pair in `todo`, as Ray workers finish them; each worker
     takes the next pair when it is done with one."""
     if cfg.index_path:
-        from marag.index.uri import shared
+        from marag.index.uri import require_shared
 
-        if not shared(cfg.index_path):
-            raise MaragError(
-                f"{cfg.index_path} can be opened by one process at a time, and Ray workers are many",
-                hint="serve it and pass its server URI: milvus-lite server --data-dir PATH.db --host 127.0.0.1 --port 19530, "
-                "then --index milvus://127.0.0.1:19530/NAME",
-            )
+        require_shared(cfg.index_path, "Ray workers")
     start_ray(address)
     import ray
 

@@ -172,6 +172,12 @@ def _one_line(text: str, limit: int = 300) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+def serve_hint(t: MilvusTarget) -> str:
+    """How to give a Lite file's collection to many processes: serve it."""
+    return (f"serve the file to many processes: milvus-lite server --data-dir {t.uri} --host 127.0.0.1 --port {DEFAULT_PORT}, "
+            f"then use milvus://127.0.0.1:{DEFAULT_PORT}/{t.collection}")  # fmt: skip
+
+
 def _build_hint(t: MilvusTarget) -> str:
     return f"build it: marag index DOCS --out {t.text}"
 
@@ -192,8 +198,7 @@ def explain(exc: BaseException, t: MilvusTarget, doing: str) -> MaragError:
     if t.local_file and "open local milvus failed" in text.lower():
         return MaragError(
             f"cannot open {t.where}: another process has it open (a Lite file serves one process at a time)",
-            hint=f"stop that process, or serve the file to many: milvus-lite server --data-dir {t.uri} --host 127.0.0.1 "
-            f"--port {DEFAULT_PORT}, then use milvus://127.0.0.1:{DEFAULT_PORT}/{t.collection}",
+            hint=f"stop that process, or {serve_hint(t)}",
         )
     if code == 2 or status in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
         port = urlsplit(t.uri).port or DEFAULT_PORT

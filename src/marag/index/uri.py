@@ -16,6 +16,7 @@ A backend offers:
                                       retriever(kind, collection), collections(), ...)
     build(chunks, target, config, corpus_hash, overwrite, progress, batch_size) -> None
     shared(target) -> bool           several processes (Ray workers) may open it at once
+    share_hint(target) -> str        when not: how to make it so
     skipped_file(target) -> Path     where `marag index` lists records it skipped
 """
 
@@ -26,6 +27,7 @@ from pathlib import Path
 from typing import Any, Protocol, Sequence
 
 from marag.corpus.models import Chunk
+from marag.errors import MaragError
 from marag.index.config import IndexConfig
 from marag.registry import Registry
 
@@ -43,6 +45,8 @@ class IndexBackend(Protocol):
     ) -> None: ...  # fmt: skip
 
     def shared(self, target: str) -> bool: ...
+
+    def share_hint(self, target: str) -> str: ...
 
     def skipped_file(self, target: str) -> Path: ...
 
@@ -80,6 +84,14 @@ def build_index_at(
     backend(target).build(chunks, str(target), config, corpus_hash, overwrite, progress, batch_size)
 
 
+def require_shared(target: str | Path, who: str) -> None:
+    """Refuse a target that one process at a time may open, when `who` (e.g. "Ray
+    workers") are several processes."""
+    b = backend(target)
+    if not b.shared(str(target)):
+        raise MaragError(f"{target} can be opened by one process at a time, and {who} are many", hint=b.share_hint(str(target)))
+
+
 def shared(target: str | Path) -> bool:
     """Whether several processes may open `target` at once (what Ray workers need)."""
     return backend(target).shared(str(target))
@@ -105,6 +117,10 @@ class DirectoryBackend:
     @staticmethod
     def shared(target: str) -> bool:
         return True  # read-only files: every process may read them (on a shared file system)
+
+    @staticmethod
+    def share_hint(target: str) -> str:
+        return ""
 
     @staticmethod
     def skipped_file(target: str) -> Path:
@@ -135,10 +151,16 @@ class MilvusBackend:
         return not parse_target(target).local_file  # a Lite file is opened by one process at a time
 
     @staticmethod
+    def share_hint(target: str) -> str:
+        from marag.index.milvus import parse_target, serve_hint
+
+        return serve_hint(parse_target(target))
+
+    @staticmethod
     def skipped_file(target: str) -> Path:
         from marag.index.milvus import parse_target
 
         return Path(".marag") / f"skipped-records-{parse_target(target).collection}.txt"
 
 
-__all__ = ["INDEX_SCHEMES", "IndexBackend", "SKIPPED_FILE", "backend", "build_index_at", "open_index", "scheme_of", "shared"]
+__all__ = ["INDEX_SCHEMES", "IndexBackend", "SKIPPED_FILE", "backend", "build_index_at", "open_index", "require_shared", "scheme_of", "shared"]
