@@ -73,27 +73,55 @@ def test_against_a_milvus_lite_server(milvus_server, chunks):
     check_index(open_index(target), chunks)
 
 
-def test_embedded_milvus_lite_file(tmp_path, chunks):
+def test_embedded_milvus_lite_file(tmp_path, chunks, marag):
     target = f"milvus:{tmp_path / 'kb.db'}#sample"
+    with pytest.raises(IndexFormatError, match=f"no Milvus Lite file at {tmp_path / 'kb.db'}"):
+        open_index(target)  # and it did not make an empty one
+    assert not (tmp_path / "kb.db").exists()
     build_milvus(chunks, target, CONFIG, progress=False)
     idx = open_index(target)
     check_index(idx, chunks)
     assert not shared(target) and shared(f"milvus://{'127.0.0.1:1'}/x") and shared(str(tmp_path))
+    code, out, err = marag("ask", Q, "--index", target, "--llm", "scripted", "--json", "--trace-out", str(tmp_path / "t.jsonl"))
+    assert code == 0 and json.loads(out)["sources"][0]["doc_id"] == "computing/python-language.md", err
 
 
-def test_milvus_ranks_as_the_local_index_on_the_sample(milvus_server, chunks, tmp_path):
+def test_the_kind_of_store_is_part_of_a_runs_identity():
+    from marag.eval.runner import EvalConfig
+
+    def fingerprint(index_path, **kw):
+        return EvalConfig(dataset="d", strategies=["vanilla_rag"], index_path=index_path, **kw).fingerprint()
+
+    # where the index lives, and where the questions are answered, do not change the answers ...
+    assert fingerprint("milvus://a:1/x") == fingerprint("milvus:kb.db#y") == fingerprint("milvus://b/z", executor="ray", ray_address="auto")
+    assert fingerprint("idx/a") == fingerprint("/elsewhere/b") == fingerprint(None)
+    # ... but Milvus's BM25 is not marag's: another store is another run
+    assert fingerprint("milvus://a:1/x") != fingerprint("idx/a")
+
+
+def test_milvus_ranks_as_the_local_index_on_the_sample(milvus_server, repo, tmp_path):
     """Same chunks, same embedder and windows, same fusion: the dense ranking is the local
-    one (scores to float precision), and the hybrid's top document too."""
+    one (scores to float precision), and the hybrid's top document too. Two long documents
+    make chunks of several windows, each scored by its best window on both sides."""
+    from marag.corpus.models import Document
+
+    docs = load_corpus(repo / "samples" / "corpus").documents
+    docs += [Document(id=f"long/{i}", title=f"Long {i}", text=" ".join(d.text for d in docs[i::4])) for i in range(2)]
+    chunks = chunk_documents(docs, size=512, overlap=80)
     target = f"milvus://{milvus_server}/parity"
     build_milvus(chunks, target, IndexConfig(), progress=False)
     local = open_dir(build_index(chunks, tmp_path / "local", IndexConfig(), progress=False))
     remote = open_index(target)
+    several = remote.manifest["parts"]["dense"]["chunks_with_several_windows"]
+    assert several == local.manifest["parts"]["dense"]["layout"]["texts_with_several_windows"] >= 2
+    assert remote.manifest["parts"]["dense"]["vectors"] == local.manifest["parts"]["dense"]["layout"]["vectors"] > len(chunks)
     queries = [Q, "honeybee waggle dance", "first ascent of Mount Everest", "penguin mascot"]
     for a, b in zip(local.retriever("dense").search_batch(queries, 5), remote.retriever("dense").search_batch(queries, 5)):
         assert [h.chunk_id for h in a] == [h.chunk_id for h in b]
         assert [h.score for h in a] == pytest.approx([h.score for h in b], abs=1e-5)
     for a, b in zip(local.retriever("hybrid").search_batch(queries, 3), remote.retriever("hybrid").search_batch(queries, 3)):
         assert a[0].chunk_id == b[0].chunk_id
+    assert remote.chunk_vectors() == pytest.approx(local.retriever("dense").chunk_vectors(), abs=1e-5)
 
 
 def test_strategies_on_milvus(milvus_server, chunks):
@@ -114,6 +142,12 @@ def test_strategies_on_milvus(milvus_server, chunks):
     # RopMura's knowledge agents each search their own collection; GINGER fuses BM25 and dense itself
     assert searched["ropmura"] == {f"milvus-hybrid[{c}]" for c in ("computing", "geography", "science")}
     assert searched["ginger"] == {"milvus-bm25", "milvus-dense"}
+    # `marag synth --index URI` draws its documents from the collection
+    from marag.synth import DocumentPool
+
+    by_id = {c.id: c for c in chunks}
+    drawn = DocumentPool(idx, seed=1).draw(3)
+    assert len({h.doc_id for h in drawn}) == 3 and all(h.text == by_id[h.chunk_id].text for h in drawn)
 
 
 def test_a_killed_build_resumes_where_it_stopped(milvus_server, chunks, monkeypatch, capsys):
@@ -146,6 +180,7 @@ def test_a_killed_build_resumes_where_it_stopped(milvus_server, chunks, monkeypa
     build_milvus(chunks, target, CONFIG, progress=True, batch_size=4)
     err = capsys.readouterr().err
     assert f"resuming the build of {target}: 4 of 12 chunks are in" in err
+    assert "milvus resumable" in err and "12/12" in err  # the progress bar, starting at the mark
     assert embedded == [4, 4]  # batches 2 and 3 only
     idx = open_index(target)
     client = idx.client
