@@ -26,7 +26,7 @@ pytest.importorskip("milvus_lite", reason=MILVUS_HINT)
 
 from marag.errors import MaragError  # noqa: E402
 from marag.eval.runner import EvalConfig, run_eval  # noqa: E402
-from marag.index.milvus import build_milvus, connect, parse_target  # noqa: E402
+from marag.index.milvus import connect, parse_target  # noqa: E402
 from marag.index.pipeline import index_corpus  # noqa: E402
 from marag.index.store import IndexConfig  # noqa: E402
 from marag.index.uri import open_index  # noqa: E402

@@ -12,18 +12,19 @@ run's config.json, logs and argv.
 What is stored. An index NAME is two collections:
 
     NAME           one row per chunk: row (its position in the index, the primary key),
-                   chunk_id, doc_id, title, text, the chunk's collection and metadata, and
-                   the BM25 sparse vector Milvus computes from the text itself
+                   chunk_id, doc_id, title, text, the chunk's collection and metadata,
+                   its BM25 terms, and the sparse vector Milvus computes from them
     NAME__windows  one row per dense window of a chunk: row, collection, vector
 
-The chunks are made by the same chunker, and the vectors by the same embedder and
-window scheme, as an index directory's (`IndexConfig`): a chunk longer than the
-embedder reads is embedded as windows, and a dense search asks Milvus for the best
-window of each chunk (a grouped search), which is the local index's max pooling. The
-hybrid is the local index's too: weighted reciprocal rank fusion of the two rankings,
-ties by position. BM25 is Milvus's own (its analyzer: standard words, lower-cased,
-Lucene's English stop words; no stemming, which Milvus Lite lacks); see
-benchmarks/RESULTS.md for how its recall compares.
+Everything is made as for an index directory (`IndexConfig`), so the two rank alike:
+the same chunker; the same terms for BM25 (marag's analyzer on title + text: words,
+lower-cased, Lucene's English stop words, Snowball stems; Milvus's own analyzers differ
+between Milvus Lite and a server, and Lite has no stemmer), which Milvus turns into
+BM25 sparse vectors and scores with the index's k1 and b; the same embedder and windows
+for dense search (a chunk longer than the embedder reads is embedded as windows, and a
+search asks Milvus for each chunk's best window, a grouped search: the local index's max
+pooling); and the same hybrid, weighted reciprocal rank fusion of the two, ties by
+position. benchmarks/RESULTS.md has the measured recall of both.
 
 The manifest (config, corpus hash, embedder, counts) is stored with the collection as
 its property "marag.manifest"; opening refuses an unfinished build, another format and
@@ -75,18 +76,27 @@ _HIT_FIELDS = ["row", "chunk_id", "doc_id", "title", "text"]
 _ALL_FIELDS = [*_HIT_FIELDS, "chunk_pos", "collection", "metadata"]
 _QUERY_LIMIT = 16384  # the most rows one Milvus query returns
 # Bounds of Milvus VARCHAR fields, in bytes; longer values are refused before a build.
-_MAX_BYTES = {"chunk_id": 2048, "doc_id": 2048, "title": 8192, "text": 65535}
+_MAX_BYTES = {"chunk_id": 2048, "doc_id": 2048, "title": 8192, "text": 65535, "terms": 65535}
 _PAGE = 1000  # rows per query when reading a whole collection
 _SEARCH_BATCH = 256  # queries per search request (keeps replies well under gRPC's limits)
 _TIE_DECIMALS = 12  # as marag.index.hybrid: fused sums that differ in the last bits are ties
 
 
-def default_analyzer() -> dict[str, Any]:
-    """Words (runs of word characters), lower-cased, without the English stop words
-    marag's own BM25 drops. Milvus Lite and a Milvus server both read this form."""
-    from bm25s.stopwords import STOPWORDS_EN
+# The terms are marag's; Milvus only splits them again at the spaces between them.
+MILVUS_ANALYZER = {"tokenizer": "standard"}
 
-    return {"tokenizer": "standard", "filter": ["lowercase", {"type": "stop", "stop_words": sorted(STOPWORDS_EN)}]}
+
+def bm25_terms(texts: Sequence[str]) -> list[str]:
+    """Each text's BM25 terms as the local index sees them, space-separated."""
+    from marag.index.bm25 import tokenize
+
+    return [" ".join(words) for words in tokenize(texts)]
+
+
+def _analyzer_record() -> dict[str, Any]:
+    from marag.index.bm25 import TOKENIZER_SPEC
+
+    return {"terms": TOKENIZER_SPEC, "milvus": MILVUS_ANALYZER}
 
 
 # -- where: parsing an index URI --------------------------------------------------------------
@@ -259,13 +269,15 @@ def _check_config(config: IndexConfig) -> None:
 
 
 def _check_sizes(chunks: Sequence[Chunk]) -> None:
+    # BM25 terms are never longer than title and text together: checked as those
+    fields = {"chunk_id": "id", "doc_id": "document id", "title": "title", "text": "text", "terms": "title and text together"}
     for c in chunks:
-        for field, value in (("chunk_id", c.id), ("doc_id", c.doc_id), ("title", c.title), ("text", c.text)):
+        for field, value in (("chunk_id", c.id), ("doc_id", c.doc_id), ("title", c.title), ("text", c.text), ("terms", f"{c.title}\n{c.text}")):
             size = len(value.encode("utf-8"))
             if size > _MAX_BYTES[field]:
                 raise CorpusError(
-                    f"chunk {c.id[:80]!r}: its {field} is {size:,} bytes, more than Milvus holds in this field ({_MAX_BYTES[field]:,})",
-                    hint="use a smaller --chunk-size" if field == "text" else "shorten it in the documents",
+                    f"chunk {c.id[:80]!r}: its {fields[field]} is {size:,} bytes, more than a Milvus field holds ({_MAX_BYTES[field]:,})",
+                    hint="use a smaller --chunk-size" if field in ("text", "terms") else "shorten it in the documents",
                 )
 
 
@@ -306,7 +318,6 @@ def build_milvus(
     overwrite: bool = False,
     progress: bool = True,
     batch_size: int = 256,
-    analyzer: dict[str, Any] | None = None,
     token: str | None = None,
 ) -> MilvusTarget:
     """Build (or resume building) the index of `chunks` at `target`.
@@ -341,7 +352,7 @@ def build_milvus(
         "counts": counts,
         "collections": names,
         "embedder": embedder_info(embedder) if embedder else None,
-        "analyzer": analyzer or default_analyzer(),
+        "analyzer": _analyzer_record(),
         "libraries": {"python": platform.python_version(), "pymilvus": _lib_version("pymilvus"), "milvus-lite": _lib_version("milvus-lite")},
         "status": "building",
     }
@@ -355,9 +366,11 @@ def build_milvus(
     try:
         for start in range(done, len(chunks), batch_size):
             part = chunks[start : start + batch_size]
+            terms = bm25_terms([index_text(c) for c in part])
             rows = [
-                {"row": start + i, "chunk_id": c.id, "doc_id": c.doc_id, "title": c.title, "text": c.text, "chunk_pos": c.position,
-                 "collection": collection_id.get(chunk_collections[start + i], -1), "metadata": c.metadata, "windows": 0}
+                {"row": start + i, "chunk_id": c.id, "doc_id": c.doc_id, "title": c.title, "text": c.text, "terms": terms[i],
+                 "chunk_pos": c.position, "collection": collection_id.get(chunk_collections[start + i], -1), "metadata": c.metadata,
+                 "windows": 0}
                 for i, c in enumerate(part)
             ]  # fmt: skip
             with translated(t, "insert chunks"):
@@ -434,15 +447,16 @@ def _create(client, t: MilvusTarget, manifest: dict[str, Any]) -> None:
             _create_windows(client, t, manifest)
         schema = client.create_schema(auto_id=False)
         schema.add_field("row", DataType.INT64, is_primary=True)
-        for field in ("chunk_id", "doc_id", "title"):
+        for field in ("chunk_id", "doc_id", "title", "text"):
             schema.add_field(field, DataType.VARCHAR, max_length=_MAX_BYTES[field])
-        schema.add_field("text", DataType.VARCHAR, max_length=_MAX_BYTES["text"], enable_analyzer=True, analyzer_params=manifest["analyzer"])
+        schema.add_field("terms", DataType.VARCHAR, max_length=_MAX_BYTES["terms"], enable_analyzer=True,
+                         analyzer_params=manifest["analyzer"]["milvus"])  # fmt: skip
         schema.add_field("chunk_pos", DataType.INT64)  # the chunk's position in its document
         schema.add_field("windows", DataType.INT64)  # how many dense windows it has (0: no dense part)
         schema.add_field("collection", DataType.INT64)  # index into the manifest's "collections"; -1: none
         schema.add_field("metadata", DataType.JSON)
         schema.add_field("sparse", DataType.SPARSE_FLOAT_VECTOR)
-        schema.add_function(Function(name="bm25", function_type=FunctionType.BM25, input_field_names=["text"], output_field_names=["sparse"]))
+        schema.add_function(Function(name="bm25", function_type=FunctionType.BM25, input_field_names=["terms"], output_field_names=["sparse"]))
         index = client.prepare_index_params()
         index.add_index(field_name="sparse", index_type="SPARSE_INVERTED_INDEX", metric_type="BM25",
                         params={"bm25_k1": config.bm25_k1, "bm25_b": config.bm25_b})  # fmt: skip
@@ -492,6 +506,11 @@ def open_milvus(target: str | MilvusTarget, embedder_options: dict[str, Any] | N
             f"this marag reads layout {FORMAT_VERSION}",
             hint=f"rebuild it: marag index DOCS --out {t.text} --overwrite",
         )
+    if (manifest.get("analyzer") or {}).get("terms") != _analyzer_record()["terms"]:
+        raise IndexFormatError(
+            f"{t.text} holds BM25 terms made by another analyzer than this marag's",
+            hint=f"rebuild it: marag index DOCS --out {t.text} --overwrite",
+        )
     if manifest.get("status") != "complete":
         done, total = int(props.get(DONE_KEY, 0)), manifest.get("counts", {}).get("chunks", "?")
         raise IndexFormatError(
@@ -532,6 +551,9 @@ class MilvusIndex:
                                    hint=f"rebuild it: marag index DOCS --out {target.text} --overwrite") from None  # fmt: skip
         self.embedder_options = dict(embedder_options or {})
         self._embedder = None
+        self._chunks: list[Chunk] | None = None  # read on first use (strategies that need them)
+        self._chunk_collections: list[str | None] = []
+        self._positions: dict[str, int] | None = None
         self._retrievers: dict[tuple[str, str | None], MilvusRetriever] = {}
         self._lock = threading.RLock()
 
@@ -606,7 +628,7 @@ class MilvusIndex:
     def chunks(self) -> list[Chunk]:
         """Every chunk, in index order (read from Milvus on first use)."""
         with self._lock:
-            if getattr(self, "_chunks", None) is None:
+            if self._chunks is None:
                 rows = sorted(self._pages(self.target.collection, _ALL_FIELDS), key=lambda r: r["row"])
                 self._chunks = [Chunk(id=r["chunk_id"], doc_id=r["doc_id"], text=r["text"], title=r["title"],
                                       position=int(r["chunk_pos"]), metadata=dict(r.get("metadata") or {})) for r in rows]  # fmt: skip
@@ -621,7 +643,7 @@ class MilvusIndex:
 
     def position(self, chunk_id: str) -> int:
         with self._lock:
-            if getattr(self, "_positions", None) is None:
+            if self._positions is None:
                 self._positions = {c.id: i for i, c in enumerate(self.chunks)}
         try:
             return self._positions[chunk_id]
@@ -659,7 +681,7 @@ class MilvusIndex:
             raise UnknownNameError(f"unknown retriever {kind!r}", hint=f"choose one of: {', '.join(KINDS)}")
         if not self.has(kind):
             raise IndexFormatError(f"{self.target.text} has no {kind!r} part (it has: {', '.join(self.parts)})",
-                                   hint=f"use one of those, or rebuild with --retrievers bm25,dense")  # fmt: skip
+                                   hint="use one of those, or rebuild with --retrievers bm25,dense")  # fmt: skip
         key = (kind, collection)
         with self._lock:
             if key not in self._retrievers:
@@ -671,11 +693,12 @@ class MilvusIndex:
 
     def _rank_bm25(self, queries: list[str], want: int, flt: str, fields: bool) -> list[list[tuple[int, float, dict | None]]]:
         out: list[list[tuple[int, float, dict | None]]] = [[] for _ in queries]
-        # a query without a word has no terms: no hits (a server may refuse it outright)
-        asked = [i for i, q in enumerate(queries) if re.search(r"\w", q)]
+        terms = bm25_terms(queries)
+        # a query of stop words only has no terms: no hits (a server may refuse it outright)
+        asked = [i for i, q in enumerate(terms) if q]
         for lo in range(0, len(asked), _SEARCH_BATCH):
             part = asked[lo : lo + _SEARCH_BATCH]
-            res = self.client.search(self.target.collection, data=[queries[i] for i in part], anns_field="sparse", limit=want, filter=flt,
+            res = self.client.search(self.target.collection, data=[terms[i] for i in part], anns_field="sparse", limit=want, filter=flt,
                                      output_fields=_HIT_FIELDS if fields else ["row"], search_params={"metric_type": "BM25"})  # fmt: skip
             for i, hits in zip(part, res):
                 # Milvus Lite reports a BM25 match as a distance (minus the score), a server
