@@ -2,12 +2,13 @@
 
 For each dataset, the corpus is chunked once and indexed twice with the same settings
 (`IndexConfig()`: 512/80-word chunks, MiniLM int8 with long chunks as windows, BM25
-k1=1.5 b=0.75, hybrid = RRF 1:1, k=60, depth 100): as an index directory, and through
-`marag index --out milvus://...` into a `milvus-lite server` this script starts on
-127.0.0.1. It prints, per retriever (BM25, dense, hybrid), document-level recall@2/5/10
-on the dataset's questions for both, and queries/s single (one `search` per query) and
-batched (one `search_batch` over all questions) for both; dense and hybrid q/s include
-embedding the queries with MiniLM on both sides.
+k1=1.5 b=0.75, hybrid = RRF 1:1, k=60, depth 100): as an index directory, and as an
+index URI (`milvus://127.0.0.1:PORT/NAME`, what `marag index --out` builds) in a
+`milvus-lite server` this script starts on 127.0.0.1. It prints, per retriever (BM25,
+dense, hybrid), document-level recall@2/5/10 on the dataset's questions for both, and
+queries/s single (one `search` per query) and batched (one `search_batch` over all
+questions) for both; dense and hybrid q/s include embedding the queries with MiniLM on
+both sides.
 
     nice -n 10 python benchmarks/milvus_parity.py
     python benchmarks/milvus_parity.py --datasets hotpotqa_train100 --max-docs 200   # a quick look
@@ -133,8 +134,9 @@ def main(argv: list[str] | None = None) -> None:
     print(
         f"\nSettings: IndexConfig() defaults on both sides (chunks 512/80 words; MiniLM int8 ONNX, long chunks as "
         f"256-token windows overlapping 32, exact inner product; BM25 k1=1.5, b=0.75; hybrid RRF 1:1, k=60, depth 100). "
-        f"Local BM25: bm25s, Lucene stop words, Snowball stemming; Milvus BM25: its standard analyzer, lower-cased, the same "
-        f"stop words, no stemming. Milvus: milvus-lite {version('milvus-lite')} server on 127.0.0.1 (one process), "
+        f"BM25 terms on both sides from marag's analyzer (title + text, lower-cased words, Lucene stop words, Snowball stems): "
+        f"scored by bm25s locally, by Milvus's BM25 function in Milvus. Milvus: milvus-lite {version('milvus-lite')} server "
+        f"on 127.0.0.1 (one process, pure Python), "
         f"pymilvus {version('pymilvus')}, dense search grouped by chunk over the windows (FLAT, IP). Recall: document-level, "
         f"over the top 30 chunks. q/s: k=10, best of {args.repeats}; single: {args.single_queries} queries one per call; "
         f"batched: all questions in one call; queries embedded with MiniLM (1 thread) on both sides. "

@@ -77,8 +77,8 @@ def index(
 ) -> None:
     """Build an index (BM25 + vectors + manifest) from documents, in a directory or in Milvus."""
     from marag.index.pipeline import index_corpus
-    from marag.index.uri import backend
     from marag.index.store import IndexConfig
+    from marag.index.uri import backend
 
     config = IndexConfig(
         chunk_size=chunk_size,

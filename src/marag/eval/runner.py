@@ -67,7 +67,7 @@ class EvalConfig(BaseModel):
     index: IndexConfig = Field(default_factory=IndexConfig)
     # an index the user built of this dataset's corpus (its config is `index`): a directory
     # or an index URI (marag.index.uri); where it lives is not part of the run's identity,
-    # the kind of store is (a Milvus BM25 ranks otherwise than marag's own)
+    # the kind of store is (another engine scores the same terms and vectors)
     index_path: str | None = None
     concurrency: int = 4
     # where the questions are answered (how, not what: not part of the run's identity);
