@@ -40,3 +40,59 @@ def marag(monkeypatch, capsys):
         return code, out, err
 
     return run
+
+
+MILVUS_HINT = "the Milvus backend needs pymilvus and milvus-lite (pip install 'marag[milvus]'; in marag[dev])"
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def milvus_server(tmp_path_factory) -> str:
+    """A real `milvus-lite server` process on 127.0.0.1 for the session, as a user starts
+    one; yields its host:port. Skips with the install hint when the extra is absent."""
+    import shutil
+    import socket
+    import subprocess
+    import sys
+    import time
+
+    pytest.importorskip("pymilvus", reason=MILVUS_HINT)
+    pytest.importorskip("milvus_lite", reason=MILVUS_HINT)
+    exe = shutil.which("milvus-lite") or str(Path(sys.executable).parent / "milvus-lite")
+    port = free_port()
+    proc = subprocess.Popen([exe, "server", "--data-dir", str(tmp_path_factory.mktemp("milvus")), "--host", "127.0.0.1", "--port", str(port)],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)  # fmt: skip
+    for _ in range(600):  # up to two minutes on a busy machine
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                break
+        if proc.poll() is not None:
+            break
+        time.sleep(0.2)
+    else:
+        proc.kill()
+        pytest.fail("milvus-lite server did not start: " + proc.stdout.read().decode()[-2000:])
+    if proc.poll() is not None:
+        pytest.fail("milvus-lite server exited: " + proc.stdout.read().decode()[-2000:])
+    yield f"127.0.0.1:{port}"
+    proc.terminate()
+    proc.wait(10)
+
+
+@pytest.fixture(scope="session")
+def local_ray():
+    """A local Ray instance for the session, started as `marag eval --executor ray`
+    starts one (a slow first start is waited for and retried)."""
+    ray = pytest.importorskip("ray", reason="the Ray executor needs ray (pip install 'marag[ray]'; in marag[dev])")
+    from marag.eval.distributed import start_ray
+
+    start_ray(num_cpus=2)
+    yield ray
+    ray.shutdown()

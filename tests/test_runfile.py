@@ -59,3 +59,21 @@ def test_ask_run_file(tmp_path, repo, marag):
     assert code == 0, err
     answer = json.loads(out)
     assert answer["config"]["k"] == 3 and len(answer["sources"]) == 3
+
+
+def test_a_run_file_holds_where_it_runs(tmp_path, repo, marag):
+    """The index (a directory or an index URI), the model endpoint and the Ray address in
+    one file; an index named without an [index] table brings its own settings."""
+    idx = tmp_path / "idx"
+    marag("index", str(repo / "samples/corpus"), "--out", str(idx), "--retrievers", "bm25", "--chunk-size", "300", "-q")
+    f = tmp_path / "cluster.toml"
+    f.write_text(
+        f'dataset = "hotpotqa_train100"\nstrategies = ["vanilla_rag"]\nindex_path = "{idx}"\nexecutor = "ray"\n'
+        'ray_address = "ray://ray-head:10001"\n[llm]\nbackend = "openai"\nmodel = "m"\nbase_url = "http://vllm:8000/v1"\n'
+    )
+    cfg = eval_config(f)
+    assert (cfg.executor, cfg.ray_address, cfg.index_path) == ("ray", "ray://ray-head:10001", str(idx))
+    assert cfg.llm.base_url == "http://vllm:8000/v1" and cfg.index.chunk_size == 300 and cfg.index.retrievers == ["bm25"]
+    f.write_text(f.read_text().replace('executor = "ray"', 'executor = "spark"'))
+    with pytest.raises(MaragError, match="executor"):
+        eval_config(f)

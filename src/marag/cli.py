@@ -52,7 +52,9 @@ def _resolve_docs(docs: str, data_dir: Path | None) -> Path:
 @app.command()
 def index(
     docs: Annotated[str, typer.Argument(help="JSONL file, folder of .txt/.md files, or a dataset folder/name.")],
-    out: Annotated[Path, typer.Option("--out", "-o", help="Index directory to write.")],
+    out: Annotated[
+        str, typer.Option("--out", "-o", help="Where the index goes: a directory, milvus:PATH.db#NAME or milvus://HOST:PORT/NAME.")
+    ],
     format: Annotated[str, typer.Option(help="Input format (auto-detected by default).")] = "auto",
     on_error: Annotated[str, typer.Option("--on-error", help="Malformed input lines: fail or skip.")] = "fail",
     chunk_size: Annotated[int, typer.Option(help="Chunk size in words.")] = 512,
@@ -67,12 +69,16 @@ def index(
         Optional[str], typer.Option(help="kmeans:N groups the documents into N topical collections by their embeddings.")
     ] = None,
     overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace an existing index.")] = False,
+    batch_size: Annotated[
+        int, typer.Option(help="Milvus: chunks per insert; a killed build resumes after the last one (rerun the command).")
+    ] = 256,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")] = False,
     data_dir: DataDirOpt = None,
 ) -> None:
-    """Build an index directory (BM25 + vectors + manifest) from documents."""
+    """Build an index (BM25 + vectors + manifest) from documents, in a directory or in Milvus."""
     from marag.index.pipeline import index_corpus
     from marag.index.store import IndexConfig
+    from marag.index.uri import backend
 
     config = IndexConfig(
         chunk_size=chunk_size,
@@ -86,23 +92,24 @@ def index(
     t0 = time.perf_counter()
     idx = index_corpus(
         _resolve_docs(docs, data_dir), out, config, format=format, on_error=on_error, overwrite=overwrite,
-        progress=not quiet,
+        progress=not quiet, batch_size=batch_size,
     )
     m = idx.manifest
     typer.echo(
         f"indexed {m['counts']['documents']} documents as {m['counts']['chunks']} chunks "
         f"({', '.join(config.retrievers)}) into {out} in {time.perf_counter() - t0:.1f}s"
     )
-    from marag.index.pipeline import SKIPPED_FILE
-
-    if (out / SKIPPED_FILE).exists():
-        typer.echo(f"skipped records, each with its line and what was wrong: {out / SKIPPED_FILE}")
+    skipped = backend(out).skipped_file(out)
+    if skipped.exists():
+        typer.echo(f"skipped records, each with its line and what was wrong: {skipped}")
 
 
 @app.command()
 def ask(
     questions: Annotated[Optional[list[str]], typer.Argument(help="One or more questions.")] = None,
-    index: Annotated[Optional[Path], typer.Option("--index", "-i", help="Index directory (from `marag index`).")] = None,
+    index: Annotated[
+        Optional[str], typer.Option("--index", "-i", help="Index (from `marag index`): a directory or an index URI (milvus:...).")
+    ] = None,
     strategy: Annotated[str, typer.Option("--strategy", "-s", help="Strategy name (see `marag strategies`).")] = "vanilla_rag",
     retriever: Annotated[Optional[str], typer.Option(help="bm25, dense or hybrid (default: hybrid when both exist).")] = None,
     set_: Annotated[
@@ -135,7 +142,7 @@ def ask(
     data_dir: DataDirOpt = None,
 ) -> None:
     """Answer questions with a strategy; print answers, sources and where the trace went."""
-    from marag.index.store import open_index
+    from marag.index.uri import open_index
     from marag.llm import LLMConfig, make_llm
     from marag.strategies import STRATEGIES, make_strategy, run_many
     from marag.trace import write_jsonl
@@ -161,7 +168,7 @@ def ask(
 
         saved = ask_config(config)
         strategy, retriever = saved.strategy, retriever or saved.retriever
-        index = index or (Path(saved.index) if saved.index else None)
+        index = index or saved.index
         overrides = dict(saved.settings)
         llm_cfg = LLMConfig.model_validate({**saved.llm, "threads": threads}) if saved.llm else llm_cfg
     cls = STRATEGIES.get(strategy)
@@ -252,7 +259,8 @@ def eval_(
         Optional[str], typer.Option(help="kmeans:N: index the corpus as N topical collections (RopMura's knowledge agents).")
     ] = None,
     index: Annotated[
-        Optional[Path], typer.Option("--index", "-i", help="Use this index of the dataset's corpus instead of building one.")
+        Optional[str],
+        typer.Option("--index", "-i", help="Use this index of the dataset's corpus (a directory or an index URI) instead of building one."),
     ] = None,
     llm: Annotated[str, typer.Option(help="LLM: llamacpp[:MODEL.gguf], openai:MODEL, scripted.")] = "llamacpp",
     llm_base_url: Annotated[Optional[str], typer.Option(help="Base URL of an OpenAI-compatible server.")] = None,
@@ -273,17 +281,20 @@ def eval_(
         bool,
         typer.Option(help="Identical answers in every run with the local model (one slot, no prompt cache, no deadline; slower)."),
     ] = False,
-    executor: Annotated[str, typer.Option(help="local (asyncio, one process) or ray (a Ray cluster; local when no address).")] = "local",
+    executor: Annotated[
+        Optional[str], typer.Option(help="local (asyncio, one process) or ray (a Ray cluster; local when no address). Default: local, or the run file's.")
+    ] = None,
     ray_address: Annotated[Optional[str], typer.Option(help="Ray cluster address for --executor ray.")] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")] = False,
     data_dir: DataDirOpt = None,
 ) -> None:
     """Run strategies on a dataset; write runs/<id>/ with results, traces and report.md (resumable)."""
-    if executor not in ("local", "ray"):
+    if executor not in (None, "local", "ray"):
         raise MaragError(f"unknown executor {executor!r}", hint="choose local or ray")
-    runtime = {"executor": executor, "ray_address": ray_address}
+    runtime = {"executor": executor, "ray_address": ray_address}  # None: the run file's (local without one)
     from marag.eval.runner import DEFAULT_METRICS, EvalConfig
-    from marag.index.store import IndexConfig, open_index
+    from marag.index.store import IndexConfig
+    from marag.index.uri import open_index
     from marag.llm import LLMConfig
 
     strategy_configs: dict[str, dict] = {}
@@ -319,15 +330,17 @@ def eval_(
         judge=LLMConfig.from_spec(judge, base_url=judge_base_url, threads=threads, cache_dir=cache_dir) if judge else None,
         retriever=retriever,
         index=open_index(index).config if index else IndexConfig(retrievers=_csv(retrievers), split=split),
-        index_path=str(index) if index else None,
+        index_path=index,
         concurrency=concurrency,
         seed=seed,
         deterministic=deterministic,
+        executor=executor or "local",
+        ray_address=ray_address,
     )
     _run_and_report(cfg, runs / (run_id or cfg.default_run_id()), data_dir, quiet, **runtime)
 
 
-def _run_and_report(cfg, run_dir: Path, data_dir, quiet: bool, executor: str = "local", ray_address: str | None = None) -> None:
+def _run_and_report(cfg, run_dir: Path, data_dir, quiet: bool, executor: str | None = None, ray_address: str | None = None) -> None:
     from marag.eval.report import build_report, summary_rows
     from marag.eval.runner import run_eval
 
@@ -399,7 +412,7 @@ def _print_summary(rows: list[dict]) -> None:
 
 @app.command()
 def synth(
-    index: Annotated[Path, typer.Option("--index", "-i", help="Index to draw documents from.")],
+    index: Annotated[str, typer.Option("--index", "-i", help="Index to draw documents from (a directory or an index URI).")],
     out: Annotated[Path, typer.Option("--out", "-o", help="Questions JSONL to write (rerun to continue it).")],
     n: Annotated[int, typer.Option("--n", help="How many questions.")] = 20,
     style: Annotated[str, typer.Option(help="datamorgana (categories) or synagent (single/multi-hop with solutions).")] = "datamorgana",
@@ -412,7 +425,7 @@ def synth(
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
 ) -> None:
     """Generate evaluation questions from an index; then `marag eval OUT --index INDEX`."""
-    from marag.index.store import open_index
+    from marag.index.uri import open_index
     from marag.llm import LLMConfig, make_llm
     from marag.synth import generate, load_spec
 
@@ -426,7 +439,10 @@ def synth(
 @app.command()
 def serve(
     runs: Annotated[Path, typer.Option(help="Runs directory the viewer shows and POST /runs writes to.")] = Path("runs"),
-    indexes: Annotated[Optional[Path], typer.Option(help="Directory whose subdirectories are indexes, by name.")] = None,
+    indexes: Annotated[
+        Optional[list[str]],
+        typer.Option(help="A directory whose subdirectories are indexes (by name), or an index URI (named by its collection); repeatable."),
+    ] = None,
     host: Annotated[str, typer.Option(help="Address to bind (loopback by default).")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port.")] = 8321,
     token_env: Annotated[
@@ -459,8 +475,9 @@ def serve(
     if host not in LOOPBACK_NAMES and not token:
         warnings.warn(f"serving on {host} without a token: anyone who can reach it can use it (pass --token-env)", MaragWarning, stacklevel=1)
     data = find_data_dir(data_dir, required=False)
+    indexes_dir, index_uris = _serve_indexes(indexes or [])
     settings = ServeSettings(
-        runs_dir=str(runs), indexes_dir=str(indexes) if indexes else None, data_dir=str(data) if data else None,
+        runs_dir=str(runs), indexes_dir=indexes_dir, index_uris=index_uris, data_dir=str(data) if data else None,
         llm=LLMConfig.from_spec(llm, base_url=llm_base_url, threads=threads).model_dump(), token=token,
         max_body_bytes=max_body, max_concurrency=max_concurrency, body_timeout_s=body_timeout,
         allowed_hosts=list(LOOPBACK_NAMES) if host in LOOPBACK_NAMES else None,  # a loopback server: no DNS rebinding
@@ -468,6 +485,24 @@ def serve(
     signin = "; sign in there with the token" if token else ""
     typer.echo(f"marag serving on http://{host}:{port}/ (API docs at /docs{signin})")
     uvicorn.run(create_app(settings), host=host, port=port, log_level="warning")
+
+
+def _serve_indexes(values: list[str]) -> tuple[str | None, dict[str, str]]:
+    """(the directory of index directories, {name: index URI}) from `--indexes` values;
+    each URI is opened now, so a wrong one fails before the server starts."""
+    from marag.index.uri import open_index, scheme_of
+
+    dirs = [v for v in values if scheme_of(v) == "dir"]
+    if len(dirs) > 1:
+        raise MaragError("--indexes takes one directory of indexes", hint="put the index directories side by side in one directory")
+    uris: dict[str, str] = {}
+    for v in values:
+        if scheme_of(v) != "dir":
+            name = open_index(v).name
+            if name in uris:
+                raise MaragError(f"two --indexes URIs are both named {name!r}", hint="give the collections different names")
+            uris[name] = v
+    return (dirs[0] if dirs else None), uris
 
 
 @app.command()

@@ -10,15 +10,17 @@ from pathlib import Path
 from marag.errors import IndexFormatError, MaragError
 from marag.eval.datasets import Dataset
 from marag.index.pipeline import index_documents
-from marag.index.store import Index, IndexConfig, corpus_hash, open_index
+from marag.index.store import IndexConfig, corpus_hash
+from marag.index.uri import open_index
 
 
 def ensure_index(
-    ds: Dataset, config: IndexConfig, cache_root: Path, progress: bool = True, existing: Path | None = None
-) -> Index:
-    """The index of `ds`'s corpus: `existing` when given (it must hold exactly that
-    corpus; a questions file without a corpus, e.g. from `marag synth`, takes it as is),
-    else the cached one built with `config`, built now if there is none."""
+    ds: Dataset, config: IndexConfig, cache_root: Path, progress: bool = True, existing: str | Path | None = None
+):
+    """The index of `ds`'s corpus: `existing` when given (a directory or an index URI;
+    it must hold exactly that corpus; a questions file without a corpus, e.g. from
+    `marag synth`, takes it as is), else the cached directory built with `config`, built
+    now if there is none."""
     if existing is not None and not ds.documents:
         return open_index(existing)
     if not ds.has_corpus or not ds.documents:

@@ -13,6 +13,23 @@ wrote it. Unknown keys are errors that name the key.
     backend = "llamacpp"
     [strategy_configs.mrag]
     max_agent_calls = 12
+
+A cluster setup is the same file with where things run: a shared index (`index_path`,
+a directory or an index URI), a model server, and a Ray cluster. Credentials stay in
+environment variables ($MARAG_MILVUS_TOKEN, the model's `api_key_env`), never in the file:
+
+    dataset = "hotpotqa_train100"
+    strategies = ["vanilla_rag", "mrag"]
+    index_path = "milvus://milvus.internal:19530/hotpot"
+    executor = "ray"
+    ray_address = "ray://ray-head:10001"
+    [llm]
+    backend = "openai"
+    model = "qwen2.5-7b-instruct"
+    base_url = "http://vllm.internal:8000/v1"
+
+Without an `[index]` table, a file that names `index_path` takes that index's own
+settings (what `marag eval --index` does), so both give the same run.
 """
 
 from __future__ import annotations
@@ -59,7 +76,12 @@ def validated(model: type[BaseModel], data: dict[str, Any], path: str | Path) ->
 def eval_config(path: str | Path):
     from marag.eval.runner import EvalConfig
 
-    return validated(EvalConfig, read_table(path), path)
+    data = read_table(path)
+    if isinstance(data.get("index_path"), str) and "index" not in data:
+        from marag.index.uri import open_index
+
+        data["index"] = open_index(data["index_path"]).config.model_dump(mode="json")
+    return validated(EvalConfig, data, path)
 
 
 class AskFile(BaseModel):

@@ -18,7 +18,7 @@ import time
 import warnings
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 from tqdm.auto import tqdm
@@ -30,6 +30,7 @@ from marag.eval.datasets import Dataset, load_dataset
 from marag.eval.metrics import METRICS, EvalExample, score_example
 from marag.eval.versions import code_version, library_versions
 from marag.index.store import IndexConfig
+from marag.index.uri import scheme_of
 from marag.llm import LLMConfig, make_llm
 from marag.strategies import STRATEGIES, Answer, make_strategy
 from marag.trace import Trace, write_jsonl
@@ -68,10 +69,15 @@ class EvalConfig(BaseModel):
     judge: LLMConfig | None = None  # defaults to the strategy LLM (which then grades itself)
     retriever: str | None = None
     index: IndexConfig = Field(default_factory=IndexConfig)
-    # an index the user built of this dataset's corpus (its config is `index`); where it
-    # lives is not part of the run's identity
+    # an index the user built of this dataset's corpus (its config is `index`): a directory
+    # or an index URI (marag.index.uri); where it lives is not part of the run's identity,
+    # the kind of store is (another engine scores the same terms and vectors)
     index_path: str | None = None
     concurrency: int = 4
+    # where the questions are answered (how, not what: not part of the run's identity);
+    # a run file can hold the whole cluster setup
+    executor: Literal["local", "ray"] = "local"
+    ray_address: str | None = None
     seed: int = 0
     # the same answers in every run with the local model: one slot, no prompt cache, no
     # deadline (a load-dependent stop); see `marag.llm.llamacpp`
@@ -100,7 +106,9 @@ class EvalConfig(BaseModel):
         their scores, and the code version. Not how fast it runs (concurrency, threads,
         slots, timeouts, cache, log level), and not `limit`: a larger limit extends the
         run, a smaller one reads part of it."""
-        data = self.model_dump(mode="json", exclude={"concurrency", "limit", "skip", "llm", "judge", "index_path"})
+        data = self.model_dump(mode="json", exclude={"concurrency", "limit", "skip", "llm", "judge", "index_path", "executor", "ray_address"})
+        if self.index_path and scheme_of(self.index_path) != "dir":
+            data["index_store"] = scheme_of(self.index_path)
         data["llm"] = self.llm.identity()
         data["judge"] = self.judge.identity() if self.judge else None
         data["code"] = code_version()
@@ -249,13 +257,14 @@ async def run_eval(
     llm=None,
     judge=None,
     on_result: Callable[[dict[str, Any], int, int], None] | None = None,
-    executor: str = "local",
+    executor: str | None = None,
     ray_address: str | None = None,
 ) -> Path:
     """Answer and score every (strategy, question) not yet done in `run_dir`.
     `on_result(record, done, total)` is called after each answer is written (the HTTP
-    API streams it as progress)."""
+    API streams it as progress). `executor` and `ray_address` default to the config's."""
     validate_names(cfg)
+    executor, ray_address = executor or cfg.executor, ray_address or cfg.ray_address
     ds = dataset or load_dataset(cfg.dataset, data_dir)
     questions = ds.questions[cfg.skip :]
     questions = questions[: cfg.limit] if cfg.limit else questions
@@ -357,8 +366,7 @@ def prepare_retrieval(cfg: EvalConfig, ds: Dataset, index_cache: Path, progress:
         return None, None
     from marag.eval.indexes import ensure_index
 
-    existing = Path(cfg.index_path) if cfg.index_path else None
-    idx = ensure_index(ds, cfg.index, index_cache, progress=progress, existing=existing)
+    idx = ensure_index(ds, cfg.index, index_cache, progress=progress, existing=cfg.index_path)
     collections = None
     if idx.collections():  # for the agent-level metrics: which collection holds each document
         collections = {c.doc_id: coll for c, coll in zip(idx.chunks, idx.chunk_collections) if coll}

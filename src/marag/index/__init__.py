@@ -1,7 +1,9 @@
-"""Retrieval: BM25, dense and hybrid retrievers over an on-disk index directory.
+"""Retrieval: BM25, dense and hybrid retrievers over an on-disk index directory or a
+Milvus collection.
 
 The port is `Retriever` (marag.index.base); everything above the index layer receives
-one as an argument. `build_index` / `open_index` manage index directories.
+one as an argument. `build_index` builds an index directory; `open_index` opens any
+index target: a directory or an index URI (`marag.index.uri`).
 """
 
 from marag.index.base import Hit, Retriever
@@ -10,7 +12,8 @@ from marag.index.config import IndexConfig
 from marag.index.dense import DenseRetriever
 from marag.index.embed import EMBEDDERS, Embedder, get_embedder
 from marag.index.hybrid import RETRIEVERS, HybridRetriever
-from marag.index.store import Index, build_index, corpus_hash, open_index
+from marag.index.store import Index, build_index, corpus_hash
+from marag.index.uri import open_index
 from marag.index.traced import BaseRetriever
 
 __all__ = [

@@ -1,4 +1,5 @@
-"""Documents on disk -> chunks -> an index directory, in one call (what `marag index` runs)."""
+"""Documents on disk -> chunks -> an index, in one call (what `marag index` runs). The
+index goes wherever its target says: a directory or an index URI (`marag.index.uri`)."""
 
 from __future__ import annotations
 
@@ -7,10 +8,10 @@ from pathlib import Path
 from marag.corpus import chunk_documents, load_corpus
 from marag.corpus.models import Document
 from marag.errors import CorpusError
-from marag.index.store import Index, IndexConfig, build_index, corpus_hash, open_index
+from marag.index.store import IndexConfig, corpus_hash
+from marag.index.uri import SKIPPED_FILE, backend, build_index_at, open_index
 
-
-SKIPPED_FILE = "skipped-records.txt"
+__all__ = ["SKIPPED_FILE", "index_corpus", "index_documents", "split_topics"]
 
 
 def split_topics(documents: list[Document], config: IndexConfig, progress: bool = True) -> list[Document]:
@@ -33,28 +34,34 @@ def split_topics(documents: list[Document], config: IndexConfig, progress: bool 
 
 
 def index_documents(
-    documents: list[Document], out: Path, config: IndexConfig, overwrite: bool = False, progress: bool = True
-) -> Index:
+    documents: list[Document], out: str | Path, config: IndexConfig, overwrite: bool = False, progress: bool = True,
+    batch_size: int = 256,
+):  # fmt: skip
+    """Chunk `documents` and build their index at `out` (a directory or an index URI);
+    returns the opened index."""
     if config.split:
         documents = split_topics(documents, config, progress)
     chunks = chunk_documents(documents, size=config.chunk_size, overlap=config.chunk_overlap)
     if not chunks:
         raise CorpusError("the documents hold no text to index", hint="check that the files are not empty")
-    build_index(chunks, Path(out), config, corpus_hash=corpus_hash(documents), overwrite=overwrite, progress=progress)
+    build_index_at(chunks, out, config, corpus_hash(documents), overwrite=overwrite, progress=progress, batch_size=batch_size)
     return open_index(out)
 
 
 def index_corpus(
     path: Path,
-    out: Path,
+    out: str | Path,
     config: IndexConfig,
     format: str = "auto",
     on_error: str = "fail",
     overwrite: bool = False,
     progress: bool = True,
-) -> Index:
+    batch_size: int = 256,
+):
     loaded = load_corpus(path, format=format, on_error=on_error)
-    idx = index_documents(loaded.documents, out, config, overwrite=overwrite, progress=progress)
+    idx = index_documents(loaded.documents, out, config, overwrite=overwrite, progress=progress, batch_size=batch_size)
     if loaded.skipped_at:  # every skipped record, for the user to fix (the warning shows the first few)
-        (Path(out) / SKIPPED_FILE).write_text("\n".join(loaded.skipped_at) + "\n", encoding="utf-8")
+        skipped = backend(out).skipped_file(str(out))
+        skipped.parent.mkdir(parents=True, exist_ok=True)
+        skipped.write_text("\n".join(loaded.skipped_at) + "\n", encoding="utf-8")
     return idx

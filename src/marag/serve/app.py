@@ -54,6 +54,7 @@ class ServeSettings(BaseModel):
 
     runs_dir: str = "runs"
     indexes_dir: str | None = None  # each subdirectory holding a manifest.json is an index, by its name
+    index_uris: dict[str, str] = Field(default_factory=dict)  # name -> index URI (marag.index.uri); no secrets in them
     data_dir: str | None = None  # benchmark data for POST /runs
     llm: dict[str, Any] = Field(default_factory=lambda: {"backend": "llamacpp"})  # LLMConfig fields
     token: str | None = None
@@ -181,15 +182,28 @@ def create_app(settings: ServeSettings, llm=None):
         log.exception("error serving %s %s", request.method, request.url.path)
         return SafeJSON({"error": "internal error", "hint": "the server's log has the details"}, 500)
 
-    def index_path(name: str | None) -> Path:
-        if not settings.indexes_dir:
-            raise MaragError("this server has no indexes", hint="start it with --indexes DIR")
-        root = Path(settings.indexes_dir).resolve()
+    opened_uris: dict[str, Any] = {}  # a server-backed index is opened once: a connection and an embedder
+
+    def open_named_index(name: str | None):
+        from marag.index.uri import open_index
+
+        if not settings.indexes_dir and not settings.index_uris:
+            raise MaragError("this server has no indexes", hint="start it with --indexes DIR (or an index URI)")
         if name is None:
             names = available_indexes()
             if len(names) != 1:
                 raise MaragError("name the index", hint=f"choose one of: {', '.join(names) or '(none)'}")
             name = names[0]
+        if name in settings.index_uris:
+            if name not in opened_uris:
+                opened_uris[name] = open_index(settings.index_uris[name])
+            return opened_uris[name]
+        return open_index(index_path(name))
+
+    def index_path(name: str) -> Path:
+        if not settings.indexes_dir:
+            raise UnknownNameError(f"unknown index {name[:80]!r}", hint=f"choose one of: {', '.join(available_indexes()) or '(none)'}")
+        root = Path(settings.indexes_dir).resolve()
         if not INDEX_NAME.fullmatch(name) or ".." in name:
             raise BadName(f"not a valid index name: {name[:80]!r}")
         path = (root / name).resolve()
@@ -199,9 +213,10 @@ def create_app(settings: ServeSettings, llm=None):
 
     def available_indexes() -> list[str]:
         root = Path(settings.indexes_dir) if settings.indexes_dir else None
-        if root is None or not root.is_dir():
-            return []
-        return sorted(d.name for d in root.iterdir() if (d / "manifest.json").is_file() and INDEX_NAME.fullmatch(d.name))
+        names = set(settings.index_uris)
+        if root is not None and root.is_dir():
+            names |= {d.name for d in root.iterdir() if (d / "manifest.json").is_file() and INDEX_NAME.fullmatch(d.name)}
+        return sorted(names)
 
     # -- signing in (browsers) --------------------------------------------------------------------
     @app.get("/signin", response_class=SafeHTML, include_in_schema=False)
@@ -254,14 +269,12 @@ def create_app(settings: ServeSettings, llm=None):
 
     @app.post("/ask")
     async def ask(req: AskRequest):
-        from marag.index.store import open_index
-
         if not req.question.strip():
             raise MaragError("the question is empty")
         if len(req.question) > settings.max_question_chars:
             raise MaragError(f"the question is over {settings.max_question_chars} characters")
         cls = STRATEGIES.get(req.strategy)
-        retriever = open_index(index_path(req.index)).retriever() if cls.needs_retriever or req.index else None
+        retriever = open_named_index(req.index).retriever() if cls.needs_retriever or req.index else None
         strategy = make_strategy(req.strategy, model, retriever, req.options)
         if state["waiting"] >= settings.max_queue + settings.max_concurrency:
             return SafeJSON({"error": "too many questions in progress", "hint": "retry later"}, 429)
