@@ -473,6 +473,21 @@ def test_the_question_page_shows_the_question_once_gold_answers_and_scores(world
     assert "href='/'" in crumbs and "href='/view/runs/demo'" in crumbs
 
 
+def test_the_run_page_counts_failure_causes_and_filters_questions_by_them(world):
+    run = api(world, "GET", "/view/runs/demo").text
+    table = run.split("id='causes'", 1)[1].split("</table>", 1)[0]
+    # llm_only answers right (no passages), vanilla_rag wrong with them: three of each
+    assert re.search(r"<tr><td>llm_only</td><td class='n'>3</td>", table)
+    causes = re.findall(r"data-causes='([^']*)'", run)
+    assert len(causes) == 3 and all("llm_only:correct" in c for c in causes)
+    wrong = {c.split("vanilla_rag:", 1)[1].split()[0] for c in causes}
+    assert wrong and not wrong & {"correct", "error"}
+    options = re.findall(r"<option value='([^']+)'>", run.split("id='by-cause'", 1)[1].split("</select>", 1)[0])
+    assert options == sorted(f"vanilla_rag:{c}" for c in wrong)  # correct answers are not a cause to filter by
+    q = api(world, "GET", f"/view/runs/demo/question?qid={quote(world['qids'][0])}").text
+    assert "<th>cause</th>" in q and ">correct<" in q
+
+
 def test_timeline_chips_are_coloured_by_role_and_link_to_their_steps(world):
     results = api(world, "GET", "/runs/demo").json()
     assert results["status"] == "stored"

@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import quote
 
+from marag.eval.attribution import CAUSES
 from marag.serve.trajectory import Palette, e, num, trajectory
 
 CSS = """
@@ -41,6 +42,7 @@ details{margin:4px 0}summary{cursor:pointer;font-size:13px}
 .goldbox ul{margin:4px 0;padding-left:20px}.goldbox b{font-size:13px}
 .gold{background:#3a9a4a;color:#fff;font-size:10px;padding:0 4px;border-radius:3px}
 .search{font-size:13px;margin:6px 0}.hits{margin:4px 0}.hits li{font-size:12px}.hits li.is-gold{font-weight:600}.hits .meta{font-weight:400}.diff td.disagree{background:#fff4e5}
+.cause{font-size:11px;color:#5a3e8a;background:#f1ecf9;border-radius:3px;padding:0 4px}
 .timeline{display:flex;gap:3px;margin:6px 0;flex-wrap:wrap}
 .chip{font-size:11px;padding:2px 6px;border-radius:3px;text-decoration:none;color:#1d2330;
  background:hsl(var(--hue) 70% 87%);border:1px solid hsl(var(--hue) 45% 55%)}
@@ -61,13 +63,16 @@ details{margin:4px 0}summary{cursor:pointer;font-size:13px}
 
 FILTER_JS = """
 document.addEventListener('DOMContentLoaded',function(){
-  var box=document.getElementById('only-disagree');
-  if(!box){return;}
-  box.addEventListener('change',function(){
+  var box=document.getElementById('only-disagree'), pick=document.getElementById('by-cause');
+  function apply(){
+    var want=pick?pick.value:'';
     document.querySelectorAll('tr[data-agree]').forEach(function(tr){
-      tr.style.display=(box.checked&&tr.dataset.agree==='1')?'none':'';
+      var hide=(box&&box.checked&&tr.dataset.agree==='1')||(want&&(' '+tr.dataset.causes+' ').indexOf(' '+want+' ')<0);
+      tr.style.display=hide?'none':'';
     });
-  });
+  }
+  if(box){box.addEventListener('change',apply);}
+  if(pick){pick.addEventListener('change',apply);}
 });
 """
 
@@ -205,6 +210,12 @@ def run_page(run_id: str, meta: dict[str, Any], results: list[dict[str, Any]], p
         f"<figcaption class='meta'>{e(p)}</figcaption></figure>"
         for p in plots
     )
+    causes = [c for c in CAUSES if any(r["cause"] == c for r in results)]
+    crow = "".join(
+        f"<tr><td>{e(s)}</td>" + "".join(f"<td class='n'>{sum(r['cause'] == c for r in rs)}</td>" for c in causes) + "</tr>"
+        for s, rs in by_strategy.items()
+    )
+    failures = f"<table id='causes'><tr><th>strategy</th>{''.join(f'<th>{e(c)}</th>' for c in causes)}</tr>{crow}</table>"
     settings = e(json.dumps(meta.get("strategy_settings", {}), indent=1, ensure_ascii=False))
     n_questions = len({r["qid"] for r in results})
     return page(
@@ -212,6 +223,7 @@ def run_page(run_id: str, meta: dict[str, Any], results: list[dict[str, Any]], p
         f"<h1>Run {e(run_id)}</h1><div class='meta'>dataset {e(_get(meta, 'config', 'dataset'))} · {n_questions} questions · "
         f"model {e(_get(meta, 'models', 'llm') or '')} · code {e(meta.get('code', ''))}</div>"
         f"<h2>Metrics (means)</h2>{table}"
+        f"<h2>Why answers fail</h2><div class='meta'>one cause per question and strategy (marag.eval.attribution)</div>{failures}"
         f"<h2>Questions</h2>{comparison(run_id, results, links)}"
         f"<details><summary>settings</summary><pre>{settings}</pre></details>"
         f"<details open id='plots'><summary>Plots ({len(plots)})</summary><div class='plots'>{images or '(none)'}</div></details>",
@@ -239,16 +251,23 @@ def comparison(run_id: str, results: list[dict[str, Any]], links: Links) -> str:
                 cells.append("<td>–</td>")
                 continue
             score = f" <span class='meta'>{head} {r['metrics'].get(head, 0.0):.2f}</span>" if head else ""
+            score += f" <span class='cause'>{e(r['cause'].replace('_', ' '))}</span>"
             text = e(r["prediction"] or r["error"] or "")
             link = f" <a href='{e(links.trace(run_id, r['trace_id']))}'>trajectory</a>" if r["trace_id"] else ""
             cells.append(f"<td class='{'disagree' if agree == '0' else ''}'>{text}{score}{link}</td>")
         first = next(iter(per.values()))
         q = f"<a class='question' href='{e(links.question(run_id, qid))}'>{e(first['question'])}</a>"
         gold = e(_short("; ".join(first["answers"]), 200))
-        rows.append(f"<tr data-agree='{agree}'><td>{q}<div class='meta'>gold: {gold}</div></td>{''.join(cells)}</tr>")
+        causes = " ".join(f"{s}:{per[s]['cause']}" for s in strategies if s in per)
+        rows.append(f"<tr data-agree='{agree}' data-causes='{e(causes)}'><td>{q}<div class='meta'>gold: {gold}</div></td>{''.join(cells)}</tr>")
     header = "".join(f"<th>{e(s)}</th>" for s in strategies)
+    counts = Counter(f"{r['strategy']}:{r['cause']}" for r in results)
+    options = "".join(
+        f"<option value='{e(k)}'>{e(k.replace(':', ' / '))} ({n})</option>" for k, n in sorted(counts.items()) if not k.endswith(":correct")
+    )
     return (
-        "<label><input type='checkbox' id='only-disagree'> only questions where the strategies disagree</label>"
+        "<label><input type='checkbox' id='only-disagree'> only questions where the strategies disagree</label> · "
+        f"<label>cause <select id='by-cause'><option value=''>any</option>{options}</select></label>"
         f"<table class='diff' id='compare'><tr><th>question</th>{header}</tr>{''.join(rows)}</table>"
     )
 
@@ -279,7 +298,10 @@ def question_page(run_id: str, qid: str, results: list[dict[str, Any]], traces: 
         link = f"<a href='{e(links.trace(run_id, r['trace_id']))}'>trajectory</a>" if t else "–"
         answer = e(r["prediction"] or "") + (f"<div class='error'>error: {e(r['error'])}</div>" if r["error"] else "")
         cost = f"{num(r['cost'].get('llm_calls'), '.0f')} LLM calls · {num(r['cost'].get('seconds'), '.1f')} s"
-        rows.append(f"<tr><td>{e(r['strategy'])}</td><td class='pred'>{answer}</td><td>{_scores(r)}</td><td class='meta'>{cost}</td><td>{link}</td></tr>")
+        rows.append(
+            f"<tr><td>{e(r['strategy'])}</td><td class='pred'>{answer}</td><td>{e(r['cause'].replace('_', ' '))}</td>"
+            f"<td>{_scores(r)}</td><td class='meta'>{cost}</td><td>{link}</td></tr>"
+        )
         body = trajectory(t, f"t{r['trace_id']}", gold, palette) if t else f"<div>{e(r['error'] or 'no trace')}</div>"
         cols.append(f"<div><h2>{e(r['strategy'])}</h2>{body}</div>")
     extra = first.get("metadata") if isinstance(first.get("metadata"), dict) else {}
@@ -288,7 +310,7 @@ def question_page(run_id: str, qid: str, results: list[dict[str, Any]], traces: 
         f"question {qid}",
         f"<h1 id='question'>{e(first['question'])}</h1><div class='meta'>question {e(qid)}{' · ' + about if about else ''}</div>"
         f"{_gold(first)}"
-        "<h2>Answers</h2><table id='answers'><tr><th>strategy</th><th>answer</th><th>scores</th><th>cost</th><th></th></tr>"
+        "<h2>Answers</h2><table id='answers'><tr><th>strategy</th><th>answer</th><th>cause</th><th>scores</th><th>cost</th><th></th></tr>"
         f"{''.join(rows)}</table>"
         f"<h2>Trajectories</h2><div class='cols'>{''.join(cols)}</div>",
         links,

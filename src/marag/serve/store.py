@@ -20,6 +20,7 @@ import warnings
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from marag.eval.attribution import CAUSES, cause_of_record
 from marag.errors import MaragError, MaragWarning, UnknownNameError
 
 RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]{0,199}$")
@@ -254,4 +255,6 @@ def clean_result(r: Any) -> dict[str, Any]:
     out["retrieved_doc_ids"] = _strs(r.get("retrieved_doc_ids"))
     tid = r.get("trace_id")
     out["trace_id"] = tid if isinstance(tid, str) and TRACE_ID.fullmatch(tid) else None
+    # one of the known causes only (the record is data from a file): else worked out again
+    out["cause"] = r["cause"] if r.get("cause") in CAUSES else cause_of_record({**out, "cause": None})
     return out
