@@ -251,7 +251,14 @@ def connect(t: MilvusTarget, token: str | None = None):
     if token is None:
         token = os.environ.get(t.token_env, "") if t.token_env else ""
     with translated(t, "connect"):
-        return MilvusClient(uri=t.uri, token=token)
+        return MilvusClient(uri=t.uri, token=token, grpc_options=_GRPC_OPTIONS)
+
+
+# pymilvus pings an idle connection every 10 s; a gRPC server in Python (`milvus-lite
+# server`) allows one ping in 5 minutes without data and answers more with GOAWAY
+# "too many pings", which drops the connection in the middle of a run (seen on a loaded
+# machine during long batched calls). Ping no more often than that server accepts.
+_GRPC_OPTIONS = {"grpc.keepalive_time_ms": 300_000, "grpc.keepalive_permit_without_calls": False}
 
 
 # -- building -------------------------------------------------------------------------------
