@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from judging import judge_page
 
 from marag.agents.mrag import AGENT_NAMES, Searcher, SearcherInput, SearchLimits
 from marag.index.base import Hit
@@ -44,6 +45,8 @@ class Script:
     def __call__(self, messages, output):
         name = output.__name__
         self.calls[name] = self.calls.get(name, 0) + 1
+        if name == "PageJudgement" and name not in self.replies:  # a per-document judge answers a page
+            return judge_page(self.replies["Judgement"], messages[-1]["content"])
         reply = self.replies[name]
         return reply(messages[-1]["content"]) if callable(reply) else reply.pop(0)
 

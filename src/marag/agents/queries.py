@@ -43,7 +43,21 @@ _STOP = frozenset(
     "the and for with from that this who whom what which when where why how did does was were are "  # noqa: SIM905
     "has have had its his her their into about than then there".split()
 )
+# Words so common in questions and encyclopedic text that sharing one says nothing about
+# whether a document is on a question's topic ("most known", "born", "first").
+_GENERIC = frozenset(
+    "most more many much also known first last one two three name named called born other same "  # noqa: SIM905
+    "such only well been being made make used use new old year years time people part number both each "
+    "after before during over under between into than same several some any all not but can could would "
+    "will may might".split()
+)
 
 
 def content_words(text: str) -> set[str]:
     return {w for w in re.findall(r"[a-z0-9]+", text.lower()) if len(w) >= 3 and w not in _STOP}
+
+
+def topic_words(text: str) -> set[str]:
+    """Content words that can tie a text to a topic: `content_words` without the generic
+    ones (see `_GENERIC`)."""
+    return content_words(text) - _GENERIC

@@ -104,7 +104,7 @@ from marag.llm.base import LLM
 from marag.llm.budget import budget_spent, grace
 from marag.llm.factory import LLMConfig, make_llm
 from marag.strategies.base import STRATEGIES, AnsweringConfig, PaperSwitch, Strategy, register_variant
-from marag.trace import current_trace, step
+from marag.trace import current_trace, normalize_query, step
 
 ROLES = ("coordinator", "planner", "searcher", "summarizer", "reasoner", "validator", "answerer", "reviser")
 SEQUENCE = ("planner", "searcher", "answerer", "finisher")
@@ -124,11 +124,15 @@ PAPER_SETTINGS: dict[str, Any] = {
     "memory": False,
     "progress_guard": False,
     "judge_pages": False,
+    "max_searcher_runs": None,
 }
 
 
 class MRAGConfig(PaperSwitch, AnsweringConfig):
     paper_settings: ClassVar[dict[str, Any]] = PAPER_SETTINGS
+    # the question's hard cap on model calls (every strategy has one): mRAG's own budgets
+    # below finish a question well inside it; the paper's mode keeps the same cap
+    max_llm_calls: int | None = Field(default=40, ge=1)
     max_agent_calls: int = Field(default=30, ge=1)  # agents the coordinator may run per question
     docs_per_step: int = Field(default=2, ge=1)  # documents per searcher page
     query_reuse_limit: int = Field(default=5, ge=1)  # pages one query may read
@@ -138,7 +142,8 @@ class MRAGConfig(PaperSwitch, AnsweringConfig):
     hints: bool = True
     keep_top_ranked: int = Field(default=2, ge=0)
     max_same_agent_in_row: int = Field(default=3, ge=1)
-    searcher_max_steps: int | None = Field(default=6, ge=1)  # pages per searcher run (None: no cap)
+    searcher_max_steps: int | None = Field(default=3, ge=1)  # pages per searcher run (None: no cap)
+    max_searcher_runs: int | None = Field(default=2, ge=1)  # searcher runs per question (None: no cap)
     history_window: int | None = Field(default=6, ge=1)  # agent reports the coordinator sees (None: all)
     report_chars: int | None = Field(default=200, ge=20)  # each report as the coordinator sees it
     doc_chars: int | None = Field(default=800, ge=50)  # a document's text for the relevance judge
@@ -148,7 +153,7 @@ class MRAGConfig(PaperSwitch, AnsweringConfig):
     query_retries: int = Field(default=1, ge=0)  # with memory: new queries asked for after a repeat
     progress_guard: bool = True
     max_noops: int = Field(default=2, ge=1)  # agent runs in a row that change nothing before a steer
-    judge_pages: bool = False  # one relevance call per page of documents (the paper: one per document)
+    judge_pages: bool = True  # one relevance call per page of documents (the paper: one per document)
     # -- needed in every mode: prompts must fit the model's context --
     context_chars: int | None = Field(default=6000, ge=200)  # all of S, packed (None: no limit)
     temperature: float = 0.0
@@ -202,13 +207,19 @@ class _State:
         return lines[-last:] if last else lines
 
     def ranked_docs(self) -> list[tuple[Hit, Judged | None]]:
-        """S, most relevant first: kept by the judge before kept by the rank floor or a
-        fallback, then by rank under the query it was found for, then discovery order."""
+        """S in retrieval order: by the query a document was found for (the order the
+        queries were first issued), then its rank under that query, then discovery. The
+        first query's top documents come first, which are what a retrieve-then-read
+        baseline reads; a small model's relevance judge is close to chance, so its verdict
+        decides what enters S, not what comes first."""
+        issued = {q: i for i, q in enumerate(self.memory.queries)} if self.memory else {}
 
-        def key(item: tuple[int, str]) -> tuple[bool, int, int]:
+        def key(item: tuple[int, str]) -> tuple[int, int, int]:
             order, cid = item
             j = self.why.get(cid)
-            return (j is None or j.by_rank or j.fallback, j.rank if j else 0, order)
+            if j is None:
+                return (len(issued), 0, order)
+            return (issued.get(normalize_query(j.query), len(issued)), j.rank, order)
 
         ordered = sorted(enumerate(self.docs), key=key)
         return [(self.docs[cid], self.why.get(cid)) for _, cid in ordered]
@@ -329,6 +340,13 @@ class MRAG(Strategy):
             s.outputs = {"agent": pick[0], "input": pick[1]}
         return pick
 
+    def _after_refusal(self, st: _State) -> str:
+        """Where a refused turn goes (with guards): the answerer when S changed since the
+        last answer (or there is none), else the fixed sequence's next agent."""
+        if "searcher" in st.ran and (st.response is None or st.answered_with != len(st.docs)):
+            return "answerer"
+        return self._next_in_sequence(st, plan=False)
+
     def _unmet(self, st: _State, agent: str) -> str | None:
         if agent == "reviser" and st.response is None:
             return "there is no response to revise: the answerer must run first"
@@ -336,6 +354,9 @@ class MRAG(Strategy):
             return "there is no response yet: the answerer must run first"
         if self.config.guards and agent == "answerer" and "searcher" not in st.ran:
             return "nothing has been searched yet"
+        runs = self.config.max_searcher_runs
+        if agent == "searcher" and runs is not None and st.ran.count("searcher") >= runs:
+            return f"the searcher has run {runs} times, its limit for a question"
         return None
 
     def _route(self, st: _State, picked: str, text: str) -> tuple[str, str] | None:
@@ -352,7 +373,7 @@ class MRAG(Strategy):
             return s.outputs["agent"], ""
         if why := self._unmet(st, picked):
             st.calls, st.refusals = st.calls + 1, st.refusals + 1
-            routed = self._next_in_sequence(st, plan=False) if guards else None
+            routed = self._after_refusal(st) if guards else None
             with step(picked, request=text) as s:
                 s.status, s.outputs = "refused", {"refused": True, "reason": why, "routed_to": routed}
             st.history.append(f"{picked}: refused, {why}" + (f" (ran {routed} instead)" if routed else ""))
@@ -409,6 +430,7 @@ class MRAG(Strategy):
             doc_chars=cfg.doc_chars,
             keep_top_ranked=cfg.keep_top_ranked,
             on_topic_queries=cfg.guards,
+            anchored_relevance=cfg.guards,
             stop_dry_paging=cfg.guards,
             heuristic_fallbacks=cfg.guards,
             memory=cfg.memory,

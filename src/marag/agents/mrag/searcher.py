@@ -46,7 +46,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from marag.agents.base import Agent, narrowed
-from marag.agents.queries import QUERY_MAX_CHARS, clean_query, content_words
+from marag.agents.queries import QUERY_MAX_CHARS, clean_query, content_words, topic_words
 from marag.agents.layout import numbered_passages
 from marag.agents.mrag._shared import Doc, clip, doc_from_hit, laid_out, render_lines
 from marag.errors import StructuredOutputError
@@ -249,6 +249,9 @@ class SearchLimits(BaseModel):
     doc_chars: int | None = 1000  # document text the judge reads (None = whole)
     keep_top_ranked: int = 0  # rank floor: the run's first query's top N are kept whatever the judge said
     on_topic_queries: bool = False  # a query must share a content word with question/aspects
+    # a document judged relevant must share a topic word with the question, the aspects or
+    # the title of a document already found; else the verdict is overruled (ours)
+    anchored_relevance: bool = False
     stop_dry_paging: bool = False  # "continue" after a page that added nothing becomes change/end
     heuristic_fallbacks: bool = False  # judge: first page relevant; next move: continue if productive
     memory: bool = False  # unseen documents only, repeated queries rejected (module docstring)
@@ -267,6 +270,7 @@ class Judged(BaseModel):
     fact: str = ""  # the entity or fact it gives toward the answer (seeds later queries)
     fallback: bool = False  # the judge's output was unusable: its fallback decided
     by_rank: bool = False  # kept by the rank floor (`keep_top_ranked`), not by the judge
+    overruled: bool = False  # judged relevant, but off the question's topic (`anchored_relevance`)
 
     @property
     def line(self) -> str:
@@ -324,6 +328,10 @@ class Searcher:
         memory = search if isinstance(search, SearchMemory) else SearchMemory(search, unseen_only=limits.memory)
         with step(self.name, **inp.model_dump(mode="json")) as s:
             topic = content_words(f"{inp.question} {inp.aspects} {' '.join(inp.known)}")
+            # what a relevant document must share a word with: the question, the aspects and the
+            # titles (entity names) of what was found; never the judge's facts, which a small
+            # model fills with whatever the document says first
+            anchor = topic_words(f"{inp.question} {inp.aspects} {' '.join(line.split(': ', 1)[0] for line in inp.known)}")
             rejected: list[str] = []
             repeated: list[str] = []
             found: dict[str, tuple[Hit, Judged]] = {}  # relevant documents of this run
@@ -357,10 +365,13 @@ class Searcher:
                 hits, offset = page.hits, page.offset
                 uses[query] = memory.pages_read(query)
                 judged = await self._judge(llm, inp, hits, page.ranks, query, limits, temperature, seed)
+                if limits.anchored_relevance:
+                    judged = [self._anchored(h, j, anchor) for h, j in zip(hits, judged)]
                 if n == 0:
                     first_page = list(zip(hits, judged))
                 new = [(h, j) for h, j in zip(hits, judged) if j.relevant and h.chunk_id not in found]
                 found.update((h.chunk_id, (h, j)) for h, j in new)
+                anchor |= topic_words(" ".join(h.title for h, _ in new))  # a bridge entity found
                 stop = None
                 if budget_spent():
                     stop = "budget"
@@ -421,6 +432,16 @@ class Searcher:
             )
             s.outputs = out.model_dump(mode="json")
         return out, [h for h, _ in found.values()]
+
+    @staticmethod
+    def _anchored(hit: Hit, j: Judged, anchor: set[str]) -> Judged:
+        """The verdict, overruled to "not relevant" when a document judged relevant shares
+        no topic word with the question, the aspects or the titles found so far (a small
+        model's judge calls almost everything relevant; its queries then drift to the
+        entities of unrelated documents)."""
+        if not j.relevant or j.by_rank or topic_words(f"{hit.title} {hit.text}") & anchor:
+            return j
+        return j.model_copy(update={"relevant": False, "overruled": True})
 
     @staticmethod
     def _fresh(new_query: str, query: str, memory: SearchMemory, limits: SearchLimits, usable, repeats) -> bool:
