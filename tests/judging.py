@@ -10,14 +10,15 @@ _BLOCK = re.compile(r"^\[(\d+)\] (.*)$", re.M)
 
 
 def page_documents(user: str) -> list[str]:
-    """The per-document prompts of a page judge prompt, in page order."""
-    body = user.split("Documents:\n", 1)[1] if "Documents:\n" in user else user
+    """The per-document prompts of a page judge prompt, in page order: what precedes the
+    documents, then "Document: <title>" and its text."""
+    head, _, body = user.rpartition("Documents:\n")  # what precedes the documents (question, aspects) stays
     marks = list(_BLOCK.finditer(body))
     docs = []
     for i, m in enumerate(marks):
         end = marks[i + 1].start() if i + 1 < len(marks) else len(body)
         text = body[m.end() : end].strip().split("\n\n")[0]
-        docs.append(f"Document: {m.group(2)}\n{text}")
+        docs.append(f"{head}Document: {m.group(2)}\n{text}")
     return docs
 
 

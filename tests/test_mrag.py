@@ -144,9 +144,10 @@ def test_case_study_1_control_flow(retriever):
         "finisher",
     ]
     assert ans.answer == "Lovelace wrote the first program; Hopper built the first compiler."
-    # S: relevant documents in discovery order, Grace Hopper found twice but kept once;
-    # then the first query's second hit, kept by the rank floor though judged irrelevant
-    assert [s.chunk_id for s in ans.sources] == [ADA, GRACE, "computing/python-language.md#0"]
+    # S in retrieval order: the first query's top two (Ada Lovelace judged relevant, the
+    # second kept by the rank floor though judged irrelevant), then Grace Hopper, found on
+    # that query's second page and again by the second query, kept once
+    assert [s.chunk_id for s in ans.sources] == [ADA, "computing/python-language.md#0", GRACE]
     # the coordinator's reasons are in its steps
     reasons = [s.outputs["reason"] for s in t.steps if s.agent == "coordinator"]
     assert reasons[1] == "need sources for both" and len(reasons) == 8
@@ -200,7 +201,7 @@ def test_case_study_2_searcher_changes_an_unproductive_query(retriever):
         AnswerOutput=[{"answer": "Karl von Frisch"}],
     )
     # the paper's searcher: judged by the model alone, any query goes
-    ans = run(MRAG(ScriptedLLM(fn=script), retriever, {"keep_top_ranked": 0, "guards": False}), q)
+    ans = run(MRAG(ScriptedLLM(fn=script), retriever, {"keep_top_ranked": 0, "guards": False, "searcher_max_steps": 6}), q)
     searcher = next(s for s in ans.trace.steps if s.agent == "searcher")
     pages = searcher.outputs["steps"]
     assert [(p["query"], p["offset"]) for p in pages] == [
@@ -562,9 +563,10 @@ def test_paper_mode_leaves_no_addition_active(retriever):
     cfg = MRAGConfig(paper=True, guards=True, hints=True, keep_top_ranked=3)  # paper wins
     assert cfg.additions() == [] and not cfg.guards and not cfg.hints and cfg.keep_top_ranked == 0
     assert cfg.searcher_max_steps is None and cfg.history_window is None and cfg.doc_chars is None
+    assert cfg.max_searcher_runs is None and cfg.judge_pages is False
     assert MRAGConfig().additions() == [
-        "guards", "hints", "keep_top_ranked", "searcher_max_steps", "history_window",
-        "report_chars", "doc_chars", "coordinator_input_chars", "late_answer", "memory", "progress_guard",
+        "guards", "hints", "keep_top_ranked", "searcher_max_steps", "history_window", "report_chars", "doc_chars",
+        "coordinator_input_chars", "late_answer", "memory", "progress_guard", "judge_pages", "max_searcher_runs",
     ]  # fmt: skip
     assert isinstance(make_strategy("mrag_paper", ScriptedLLM(), retriever), MRAG)
     assert make_strategy("mrag_paper", ScriptedLLM(), retriever).config.paper is True
@@ -606,3 +608,51 @@ def test_a_full_run_in_paper_mode(retriever):
     assert " ".join(everest.text.split()) in " ".join(judge_prompt.split())  # the whole document
     assert ans.answer == "" and ans.usage["answered_after_budget"] == 0  # no late answer
     assert [s.chunk_id for s in ans.sources] == [everest.chunk_id]
+
+
+def test_what_the_reference_model_did_ends_within_budget_and_keeps_s_on_topic(retriever):
+    """The 0.5B reference model's mRAG trajectories, replayed: the coordinator sends the
+    searcher again and again with the question as its input, the query writer copies the
+    question, the judge calls every document relevant and fills `fact` with the
+    document's first words, every move asks to change the query to the question. The run
+    ends well inside the question's budget, and S holds no document off the topic."""
+    q = "Who is often called the first computer programmer?"
+
+    def judge(user: str) -> dict:
+        text = user.split("Document: ", 1)[1].split("\n", 1)[1] if "Document: " in user else ""
+        return {"explanation": "it is relevant", "fact": text[:60], "relevant": True}
+
+    script = Script(
+        CoordinatorDecision=lambda _: coord("searcher", q),
+        Query=lambda _: {"query": q},
+        Judgement=judge,
+        Move=lambda _: move("change", q, "more"),
+        AnswerOutput=lambda _: {"answer": "Ada Lovelace"},
+    )
+    llm = ScriptedLLM(fn=script)
+    ans = run(MRAG(llm, retriever), q)
+    assert len(llm.calls) <= 25 and not ans.usage["stopped_by_budget"]
+    assert ans.answer == "Ada Lovelace"
+    ran = [s.agent for s in ans.trace.steps if s.agent in AGENT_NAMES and s.status != "refused"]
+    assert ran == ["searcher", "searcher", "answerer", "finisher"]  # the searcher's runs are capped
+    refused = [s.outputs["routed_to"] for s in ans.trace.steps if s.status == "refused" and s.agent == "searcher"]
+    assert refused == ["answerer", "finisher"]  # to the answerer while S is new to it, then to the end
+    # off-topic documents were overruled, never kept: S shares words with the question
+    pages = [p for s in ans.trace.steps if s.agent == "searcher" and s.status != "refused" for p in s.outputs["steps"]]
+    overruled = [d for p in pages for d in p["docs"] if d["overruled"]]
+    assert overruled and all(d["relevant"] is False for d in overruled)
+    floor = {d["chunk_id"] for s in ans.trace.steps if s.agent == "searcher" and s.status != "refused" for d in s.outputs["relevant"] if d["by_rank"]}
+    # only the rank floor (what vanilla_rag would read: the first query's top two) keeps one
+    assert {d["chunk_id"] for d in overruled} & {s.chunk_id for s in ans.sources} <= floor
+    assert ADA in [s.chunk_id for s in ans.sources]
+
+
+def test_a_bridge_title_anchors_the_second_hop(retriever):
+    """A document that shares no word with the question is on topic when it shares one
+    with the title of a document already found (the bridge entity)."""
+    from marag.agents.mrag.searcher import Judged, Searcher
+
+    hit = Hit(doc_id="x", chunk_id="x#0", score=1.0, title="Hannah Gross", text="Hannah Gross is the daughter of Paul Gross and Martha Burns.")
+    j = Judged(chunk_id="x#0", doc_id="x", rank=0, relevant=True, explanation="")
+    assert Searcher._anchored(hit, j, {"actor", "constable", "fraser"}).overruled
+    assert not Searcher._anchored(hit, j, {"actor", "constable", "fraser", "paul", "gross"}).overruled

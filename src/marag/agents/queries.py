@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 
 from marag.agents.layout import clip
+from marag.index.memory import query_terms
 
 QUERY_MAX_CHARS = 120
 
@@ -58,6 +59,7 @@ def content_words(text: str) -> set[str]:
 
 
 def topic_words(text: str) -> set[str]:
-    """Content words that can tie a text to a topic: `content_words` without the generic
-    ones (see `_GENERIC`)."""
-    return content_words(text) - _GENERIC
+    """Words that can tie a text to a topic: a query's terms (`query_terms`: function
+    words dropped, a final "s" stripped) of at least three letters, without the generic
+    ones (`_GENERIC`)."""
+    return {w for w in query_terms(text) if len(w) >= 3 and w not in _GENERIC}
