@@ -22,7 +22,9 @@ from pathlib import Path
 from collections.abc import Awaitable, Callable
 
 from marag.agents.answerer import ANSWER_STYLES, Answerer, AnswerInput, Passage
+from marag.agents.base import Agent
 from marag.agents.documents import doc_from_hit
+from marag.agents.layout import numbered_passages
 from marag.agents.mrag import MRAGAnswerer, MRAGAnswerInput
 from marag.eval.datasets import load_dataset
 from marag.eval.indexes import ensure_index
@@ -31,6 +33,8 @@ from marag.eval.stats import paired_diff_ci
 from marag.index.base import Hit
 from marag.index.store import IndexConfig
 from marag.llm import LLMConfig, make_llm
+from marag.llm.base import Message
+from pydantic import BaseModel, Field
 
 Step = Callable[[object, str, list[Hit]], Awaitable[str]]
 STYLE = ANSWER_STYLES["short"]
@@ -46,7 +50,60 @@ async def mrag(llm, question: str, hits: list[Hit]) -> str:
     return (await MRAGAnswerer(STYLE)(llm, MRAGAnswerInput(question=question, documents=docs))).answer
 
 
-STEPS: dict[str, Step] = {"vanilla_rag": vanilla, "mrag.answerer": mrag}
+class Quoted(BaseModel):
+    quote: str = Field(max_length=300)
+    answer: str = Field(max_length=STYLE.max_chars)
+
+
+class QuoteThenAnswer(Answerer):
+    """Candidate: copy the sentence that answers, then the answer (one call)."""
+
+    Output = Quoted
+
+    def __init__(self):
+        self.style, self.max_tokens = STYLE, 200
+
+    def messages(self, inp: AnswerInput):
+        msgs = super().messages(inp)
+        msgs[0].content = (
+            "You answer questions using only the numbered passages you are given. First copy, word for word, the "
+            "sentence of the passages that answers the question (quote), then give the answer: a name, number, date "
+            "or yes/no, as short as possible. If no passage answers it, quote nothing and say that you do not know."
+        )
+        return msgs
+
+
+class Chosen(BaseModel):
+    passages: list[int] = Field(max_length=3)
+
+
+class Selector(Agent[AnswerInput, Chosen]):
+    """Candidate: which passages are needed (then the usual answer from those)."""
+
+    name, Input, Output, max_tokens = "select", AnswerInput, Chosen, 30
+
+    def messages(self, inp: AnswerInput):
+        docs = numbered_passages([p.model_copy(update={"text": p.text[:1500]}) for p in inp.passages])
+        system = "You pick the passages needed to answer a question: the numbers of at most 3 passages that state the facts it asks for."
+        return [Message(role="system", content=system), Message(role="user", content=f"Passages:\n\n{docs}\n\nQuestion: {inp.question}\nPassage numbers as JSON.")]
+
+    def fallback(self, inp, error):
+        return Chosen(passages=[])
+
+
+async def quote(llm, question: str, hits: list[Hit]) -> str:
+    passages = [Passage(title=h.title, text=h.text) for h in hits]
+    return (await QuoteThenAnswer()(llm, AnswerInput(question=question, passages=passages))).answer
+
+
+async def select(llm, question: str, hits: list[Hit]) -> str:
+    passages = [Passage(title=h.title, text=h.text) for h in hits]
+    chosen = (await Selector()(llm, AnswerInput(question=question, passages=passages))).passages
+    kept = [passages[i - 1] for i in dict.fromkeys(chosen) if 1 <= i <= len(passages)] or passages
+    return (await Answerer(STYLE)(llm, AnswerInput(question=question, passages=kept))).answer
+
+
+STEPS: dict[str, Step] = {"vanilla_rag": vanilla, "mrag.answerer": mrag, "quote_then_answer": quote, "select_then_answer": select}
 
 
 def main() -> None:
