@@ -656,3 +656,24 @@ def test_a_bridge_title_anchors_the_second_hop(retriever):
     j = Judged(chunk_id="x#0", doc_id="x", rank=0, relevant=True, explanation="")
     assert Searcher._anchored(hit, j, {"actor", "constable", "fraser"}).overruled
     assert not Searcher._anchored(hit, j, {"actor", "constable", "fraser", "paul", "gross"}).overruled
+
+
+def test_the_no_progress_guard_never_searches_past_the_searcher_cap_nor_for_an_off_topic_fact(retriever):
+    """After two searcher runs the coordinator keeps picking the planner, which changes
+    nothing: the guard steers, but not to a third search, and never with a "bridge" fact
+    that has nothing to do with the question (the judge's junk)."""
+    q = "Who is often called the first computer programmer?"
+    picks = iter([coord("searcher", q), coord("searcher", "Ada Lovelace")])
+    script = Script(
+        CoordinatorDecision=lambda _: next(picks, coord("planner", "plan")),
+        Query=[{"query": "first computer programmer"}, {"query": "Ada Lovelace"}],
+        Judgement=lambda user: {"explanation": "yes", "fact": "Sahara desert sand dunes", "relevant": True},
+        Move=lambda _: move("end"),
+        Plan=lambda _: {"steps": ["look it up"]},
+        AnswerOutput=lambda _: {"answer": "Ada Lovelace"},
+    )
+    ans = run(MRAG(ScriptedLLM(fn=script), retriever), q)
+    ran = [s.agent for s in ans.trace.steps if s.agent in AGENT_NAMES and s.status != "refused"]
+    assert ran.count("searcher") == 2 and ran[-1] == "finisher" and ans.answer == "Ada Lovelace"
+    steers = [s.outputs for s in ans.trace.steps if s.agent == "guard"]
+    assert steers and all(o["agent"] != "searcher" for o in steers)

@@ -98,6 +98,7 @@ from marag.agents.mrag import (
     useful_input,
 )
 from marag.agents.mrag._shared import pack_texts
+from marag.agents.queries import topic_words
 from marag.index.base import Hit, Retriever
 from marag.index.memory import SearchMemory, query_terms
 from marag.llm.base import LLM
@@ -321,13 +322,22 @@ class MRAG(Strategy):
     def _steer(self, st: _State) -> tuple[str, str]:
         """The no-progress guard's pick (module docstring), recorded as a guard step."""
         used = set().union(*(query_terms(q) for q in st.memory.queries)) if st.memory and st.memory.queries else set()
+        # a bridge fact is one about the question's topic (its words, or a title found):
+        # a small model's judge fills `fact` with whatever a document says first
+        topic = topic_words(" ".join([st.question, *(h.title for h in st.docs.values())]))
+        runs = self.config.max_searcher_runs
+        can_search = runs is None or st.ran.count("searcher") < runs
         bridge = next(
-            (j.fact for j in reversed(list(st.why.values())) if j.fact and query_terms(j.fact) and not query_terms(j.fact) <= used),
+            (
+                j.fact
+                for j in reversed(list(st.why.values()))
+                if j.fact and query_terms(j.fact) and not query_terms(j.fact) <= used and topic_words(j.fact) & topic
+            ),
             None,
         )
-        if bridge:
+        if bridge and can_search:
             pick = ("searcher", bridge)
-        elif "searcher" not in st.ran:
+        elif "searcher" not in st.ran and can_search:
             pick = ("searcher", "")
         elif "planner" not in st.ran and st.response is None:
             pick = ("planner", "")
