@@ -7,11 +7,12 @@ history; the answerer and the reviser replace the response; the searcher's relev
 documents join S (deduplicated by chunk id). The run stops when the finisher is chosen
 or after `max_agent_calls` agent runs; it returns the response and S.
 
-Every agent that reads documents sees all of S, most relevant first (the searcher
-judged it relevant, then its rank under the query it was found for), packed into
-`context_chars` characters: when S does not fit whole, the longest documents are
-clipped to an equal share, so a second-hop document found late still reaches the
-answerer.
+Every agent that reads documents sees all of S in retrieval order (by the query a
+document was found for, in the order the queries were issued, then its rank under it:
+the first query's top documents, what a retrieve-then-read baseline reads, come first),
+packed into `context_chars` characters: when S does not fit whole, the longest
+documents are clipped to an equal share, so a second-hop document found late still
+reaches the answerer.
 
 `paper=True` keeps only the paper's behaviour: it turns off every addition below and
 leaves only the fallbacks a run cannot do without (listed in the README).
@@ -31,10 +32,17 @@ Our additions, to keep small models productive (each can be turned off):
 - no-progress guard (`progress_guard`): an agent run that changes nothing (no new
   document in S, the same response, plan and notes) is a no-op; after `max_noops` in a
   row the next turn is steered, without a coordinator call: to the searcher with the
-  newest fact no query has used (the bridge to a second hop), else the searcher (if it
-  never ran), else the planner (if it never ran and there is no response), else the
-  answerer (if S changed since the last
-  answer or there is none), else the finisher. Recorded as a "guard" step;
+  newest fact on the question's topic no query has used (the bridge to a second hop),
+  else the searcher (if it never ran), neither past `max_searcher_runs`; else the
+  planner (if it never ran and there is no response), else the answerer (if S changed
+  since the last answer or there is none), else the finisher. Recorded as a "guard" step;
+- searcher runs (`max_searcher_runs`, 2): picking the searcher after that many runs is a
+  refusal, routed to the answerer when S changed since the last answer, else onward.
+  The 0.5B reference model sent the searcher 10-16 times a question;
+- anchored relevance (`guards`): a document judged relevant that shares no topic word
+  with the question, the coordinator's aspects or the titles already found is
+  overruled to not relevant (the reference model's judge called ~90% of documents
+  relevant, and its "facts" then pulled queries to pizza chains for a reggae question);
 - echo filter (`guards`): a coordinator input that only names an agent, copies its
   own instructions or has no words is dropped before it reaches the agent; the
   searcher does not run queries that share no content word with the question, the
@@ -47,17 +55,18 @@ Our additions, to keep small models productive (each can be turned off):
   lists it first. SmolLM2-135M otherwise picks the first agent it reads (the planner)
   whatever the state;
 - rank floor (`keep_top_ranked`, 2): every searcher run keeps its first query's top
-  hits in S, marked `by_rank`, whatever the judge said (the 135M judge is close to
-  chance; a retrieve-then-read baseline reads exactly these); agents read them after
-  the documents the judge kept;
+  hits in S, marked `by_rank`, whatever the judge said (small models' judges are close
+  to chance; a retrieve-then-read baseline reads exactly these);
+- one relevance call per page (`judge_pages`): the page's documents judged together
+  (the paper: one call per document);
 - bounded prompts: a `history_window` of recent reports, each clipped to `report_chars`,
-  a `searcher_max_steps` page cap per searcher run, `doc_chars` of each document for
+  a `searcher_max_steps` page cap per searcher run (3), `doc_chars` of each document for
   the relevance judge, a 200-character coordinator input (`coordinator_input_chars`);
 - a late answer (`late_answer`): if the budget ends with no response, the answerer runs
   once on what was collected (outside the budget, `answered_after_budget` in the usage).
-The question's hard budget (`max_llm_calls`, `max_tokens`, `deadline_s`, common to every
-strategy) ends the loop and any searcher run early; the late answer then runs in the
-budget's grace.
+The question's hard budget (`max_llm_calls`, 40 for mRAG, `max_tokens`, `deadline_s`,
+common to every strategy) ends the loop and any searcher run early; the late answer then
+runs in the budget's grace.
 The coordinator's own fallback (unusable output) is the fixed sequence, continued after
 the furthest of its steps already done. Budgets are config fields (the paper's values
 as defaults) and a final "budget" step (also merged into `Answer.usage`) reports what
