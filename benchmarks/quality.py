@@ -21,8 +21,7 @@ from collections import Counter
 from pathlib import Path
 
 from marag.eval.attribution import CAUSES, cause_of_record
-from marag.eval.report import Run, common_questions, metric_values
-from marag.eval.stats import paired_diff_ci
+from marag.eval.report import Run, common_questions, metric_values, paired_cell
 
 METRICS = ["em", "f1", "accuracy", "retrieval_recall", "sources_recall"]
 
@@ -95,15 +94,7 @@ def table(run: Run, baseline: str) -> str:
         for name, rs in groups.items():
             if name == baseline:
                 continue
-            cells = [name]
-            for m in METRICS:
-                a, b = metric_values(rs, m), metric_values(base, m)
-                qids = sorted(set(a) & set(b))
-                if not qids:
-                    cells.append("–")
-                    continue
-                d, lo, hi = paired_diff_ci([a[q] for q in qids], [b[q] for q in qids])
-                cells.append(f"{d:+.3f} [{lo:+.3f}, {hi:+.3f}]{'*' if lo > 0 or hi < 0 else ''}")
+            cells = [name] + [paired_cell(rs, base, m, with_n=False) for m in METRICS]
             lines.append("| " + " | ".join(cells) + " |")
     return describe(run) + "\n\n" + "\n".join(lines)
 

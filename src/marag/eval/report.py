@@ -137,6 +137,18 @@ def category_order(values) -> list[str]:
     return sorted(values, key=key)
 
 
+def paired_cell(rows: list[dict], base: list[dict], metric: str, with_n: bool = True) -> str:
+    """Mean of (strategy - baseline) on the questions both have a value for, with its
+    95% paired bootstrap interval; `*` where the interval excludes 0."""
+    a, b = metric_values(rows, metric), metric_values(base, metric)
+    qids = sorted(set(a) & set(b))
+    if not qids:
+        return "–"
+    d, lo, hi = paired_diff_ci([a[q] for q in qids], [b[q] for q in qids])
+    star = "*" if lo > 0 or hi < 0 else ""
+    return f"{d:+.3f} [{lo:+.3f}, {hi:+.3f}]{star}" + (f" n={len(qids)}" if with_n else "")
+
+
 def quality_tables(groups: dict[str, list[dict]], metrics: list[str], baseline: str | None) -> list[str]:
     parts = ["## Quality", ""]
     header = ["strategy", "n", "failed"] + metrics
@@ -168,14 +180,7 @@ def quality_tables(groups: dict[str, list[dict]], metrics: list[str], baseline: 
             if not (_applies_when_failed(rs, m) and _applies_when_failed(base, m)):
                 row.append("–")
                 continue
-            a, b = metric_values(rs, m), metric_values(base, m)
-            qids = sorted(set(a) & set(b))
-            if not qids:
-                row.append("–")
-                continue
-            d, lo, hi = paired_diff_ci([a[q] for q in qids], [b[q] for q in qids])
-            star = "*" if lo > 0 or hi < 0 else ""
-            row.append(f"{d:+.3f} [{lo:+.3f}, {hi:+.3f}]{star} n={len(qids)}")
+            row.append(paired_cell(rs, base, m))
         drows.append(row)
     parts.append(_table(["strategy"] + metrics, drows))
     return parts
