@@ -238,7 +238,7 @@ def synth_writer(messages, output):
 
     user = messages[-1]["content"]
     if output.__name__ == "QA":
-        title = re.search(r"^\[1\] (.*)$", user, re.M).group(1)
+        title = re.search(r"^\[1\] (.*)$", user, re.MULTILINE).group(1)
         return {"question": f"What is {title} known for?", "answer": title}
     if output.__name__ == "Solution":
         return {"steps": [{"thought": "look it up", "query": "the topic", "evidence": "the document"}], "final_answer": "it"}
@@ -277,6 +277,8 @@ def test_unirag_trajectories_on_synagent_questions_train_planner_and_reflector(d
     assert llm.temperatures["PlanStep"] == {0.7} and llm.temperatures["Reflection"] == {0.7}  # trainable roles sampled hot
     assert {t for name, ts in llm.temperatures.items() if name not in ("PlanStep", "Reflection") for t in ts} == {0.1}  # the answer cool
     asyncio.run(reward(cfg.model_copy(update={"reward": "reference"}), directory, progress=False))
+    asyncio.run(sample(cfg, directory, llm=llm, progress=False))  # sampling again (nothing left) keeps the reward settings
+    assert json.loads((directory / "train.json").read_text())["reward"] == "reference"
     select_file(cfg, directory)
     sft = [json.loads(x) for x in export(cfg, directory).read_text().splitlines()]
     assert {e["role"] for e in sft} == {"planner", "reflector"}  # never the final answer
