@@ -153,6 +153,8 @@ def test_reference_reward_by_hand_on_planted_trajectories(tmp_path):
     assert got["q1", 3]["reward"] == pytest.approx(2 / 3)  # right answer, no gold document: below t=0
     assert got["q1", 0]["reward"] > got["q1", 3]["reward"] and got["q1", 0]["reward"] > got["q1", 1]["reward"] > got["q1", 2]["reward"]
     assert [(r["qid"], r["t"]) for r in select(list(got.values()))] == [("q1", 0), ("q2", 0), ("q2", 1)]
+    assert got["q2", 0]["reward"] == pytest.approx((2 + 0.5) / 3)
+    assert [(r["qid"], r["t"]) for r in select(list(got.values()), min_reward=0.9)] == [("q1", 0)]  # q2's best falls short
     assert reference_reward(_planted("q", 0, "Paris", ["d1"], gold=()))["reference_reward"] == 1.0  # no gold docs: correctness alone
     long = _planted("q", 0, "The Louvre is in Paris, on the Seine.", [], answers=("The Louvre stands in Paris on the right bank of the Seine.",), style="long")
     assert 0 < reference_reward(long)["reference_correctness"] < 1  # long style: token F1 against the reference

@@ -96,11 +96,16 @@ def reward(
 
 
 @train_app.command()
-def select(directory: DirOpt) -> None:
+def select(
+    directory: DirOpt,
+    min_reward: Annotated[Optional[float], typer.Option(help="Leave out questions whose best reward is below this (default: keep every question's best).")] = None,
+) -> None:
     """Keep each question's best trajectories (up to 3 on ties)."""
     from marag.train import select_file
 
-    typer.echo(f"selected: {select_file(_config(directory), directory)}")
+    path = select_file(_config(directory), directory, min_reward)
+    rows = [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines()]
+    typer.echo(f"selected: {path} ({len(rows)} trajectories of {len({r['qid'] for r in rows})} questions)")
 
 
 @train_app.command()

@@ -401,23 +401,27 @@ def combine(correctness: float, faithfulness: float, wc: float = 4.0, wf: float 
     return (wc * correctness + wf * faithfulness) / (wc + wf)
 
 
-def select(rewards: list[dict[str, Any]], max_ties: int = 3, tol: float = 1e-9) -> list[dict[str, Any]]:
+def select(rewards: list[dict[str, Any]], max_ties: int = 3, tol: float = 1e-9, min_reward: float | None = None) -> list[dict[str, Any]]:
     """Per question the best trajectories (ties up to `max_ties`, lowest t first), each
-    with `normalized` = 1; the others are not returned (their normalized reward is 0)."""
+    with `normalized` = 1; the others are not returned (their normalized reward is 0).
+    With `min_reward`, a question whose best reward is below it gives none (its best
+    trajectory is still a failure: nothing worth imitating)."""
     by_q: dict[str, list[dict[str, Any]]] = {}
     for r in rewards:
         by_q.setdefault(r["qid"], []).append(r)
     out = []
     for qid, rs in by_q.items():
         best = max(r["reward"] for r in rs)
+        if min_reward is not None and best < min_reward - tol:
+            continue
         top = sorted((r for r in rs if r["reward"] >= best - tol), key=lambda r: r["t"])[:max_ties]
         out += [{**r, "normalized": 1.0} for r in top]
     return out
 
 
-def select_file(cfg: TrainConfig, directory: Path) -> Path:
+def select_file(cfg: TrainConfig, directory: Path, min_reward: float | None = None) -> Path:
     path = directory / "selected.jsonl"
-    rows = select(_lines(directory / "rewards.jsonl"), cfg.max_ties)
+    rows = select(_lines(directory / "rewards.jsonl"), cfg.max_ties, min_reward=min_reward)
     path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     return path
 
