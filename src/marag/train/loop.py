@@ -154,8 +154,8 @@ async def sample(cfg: TrainConfig, directory: Path, data_dir=None, retriever=Non
 
     from marag.eval.runner import EvalConfig, prepare_retrieval
 
-    prepare(cfg, directory)
     ds = load_dataset(cfg.dataset, data_dir)
+    prepare(cfg, directory)
     questions = ds.questions[cfg.skip :][: cfg.limit] if cfg.limit else ds.questions[cfg.skip :]
     path = directory / "trajectories.jsonl"
     drop_torn_tail(path)  # an interrupted write: cut it off, it is sampled again
@@ -279,6 +279,8 @@ async def reward(cfg: TrainConfig, directory: Path, judge=None, progress: bool =
     drop_torn_tail(path)
     rows = _lines(path)
     trajectories = _lines(directory / "trajectories.jsonl")
+    if not trajectories:
+        raise MaragError(f"no trajectories in {directory}", hint="sample first: `marag train sample DATASET --dir DIR`")
     judged, referenced = cfg.reward in ("judge", "both"), cfg.reward in ("reference", "both")
     if referenced:
         if missing := [r["qid"] for r in trajectories if not any(a.strip() for a in r.get("answers") or [])]:
@@ -336,7 +338,9 @@ async def reward(cfg: TrainConfig, directory: Path, judge=None, progress: bool =
         await asyncio.gather(*(one(r) for r in todo))
     finally:
         bar.close()
-    (directory / "rewards.md").write_text(reward_report(_lines(path), cfg), encoding="utf-8")
+    order = {q: i for i, q in enumerate(dict.fromkeys(r["qid"] for r in trajectories))}  # the questions in the dataset's order
+    ranked = sorted(_lines(path), key=lambda r: (order.get(r["qid"], len(order)), r["t"]))
+    (directory / "rewards.md").write_text(reward_report(ranked, cfg), encoding="utf-8")
     return path
 
 
