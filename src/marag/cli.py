@@ -104,6 +104,19 @@ def index(
         typer.echo(f"skipped records, each with its line and what was wrong: {skipped}")
 
 
+def _lora(lora: Path | None, roles: str | None) -> dict:
+    """LLM config fields for `--lora` / `--lora-roles`: the adapter and the roles whose
+    calls carry it, resolved now (given, else the adapter's adapter.json) so that the
+    run's recorded config says which roles ran on it."""
+    if lora is None:
+        if roles:
+            raise MaragError("--lora-roles needs --lora", hint="add --lora PATH/adapter.gguf (from `marag train finetune`)")
+        return {}
+    from marag.llm.llamacpp import resolve_lora_roles
+
+    return {"lora": str(lora.resolve()), "lora_roles": resolve_lora_roles(lora, _csv(roles) if roles else None)}
+
+
 @app.command()
 def ask(
     questions: Annotated[Optional[list[str]], typer.Argument(help="One or more questions.")] = None,
@@ -128,6 +141,10 @@ def ask(
     ] = None,
     lora: Annotated[
         Optional[Path], typer.Option(help="Local model: a LoRA adapter GGUF applied to it (from `marag train finetune`).")
+    ] = None,
+    lora_roles: Annotated[
+        Optional[str],
+        typer.Option(help="Roles whose calls carry the --lora adapter, comma-separated, or 'all' (default: the roles it was trained for, from its adapter.json; the answerer stays on the base weights)."),
     ] = None,
     concurrency: Annotated[int, typer.Option(help="Questions answered at once.")] = 4,
     cache_dir: Annotated[Optional[Path], typer.Option(help="Cache LLM responses in this directory.")] = None,
@@ -160,7 +177,7 @@ def ask(
 
     llm_cfg = LLMConfig.from_spec(
         llm, base_url=llm_base_url, threads=threads, cache_dir=cache_dir, deterministic=deterministic or None, n_ctx=n_ctx,
-        lora=str(lora.resolve()) if lora else None,
+        **_lora(lora, lora_roles),
     )
     overrides: dict = {}
     if config is not None:  # a run file: strategy, index, retriever, settings and model; options add to it
@@ -272,6 +289,10 @@ def eval_(
     lora: Annotated[
         Optional[Path], typer.Option(help="Local model: a LoRA adapter GGUF applied to it (from `marag train finetune`).")
     ] = None,
+    lora_roles: Annotated[
+        Optional[str],
+        typer.Option(help="Roles whose calls carry the --lora adapter, comma-separated, or 'all' (default: the roles it was trained for, from its adapter.json; the answerer stays on the base weights)."),
+    ] = None,
     concurrency: Annotated[int, typer.Option(help="Questions answered at once.")] = 4,
     cache_dir: Annotated[Optional[Path], typer.Option(help="Cache LLM responses in this directory.")] = None,
     run_id: Annotated[Optional[str], typer.Option(help="Run directory name under --runs (default: derived from the config, so reruns resume).")] = None,
@@ -326,7 +347,7 @@ def eval_(
         judge_repeats=judge_repeats,
         judge_temperature=judge_temperature,
         judge_batch=judge_batch,
-        llm=LLMConfig.from_spec(llm, base_url=llm_base_url, threads=threads, cache_dir=cache_dir, n_ctx=n_ctx, lora=str(lora.resolve()) if lora else None),
+        llm=LLMConfig.from_spec(llm, base_url=llm_base_url, threads=threads, cache_dir=cache_dir, n_ctx=n_ctx, **_lora(lora, lora_roles)),
         judge=LLMConfig.from_spec(judge, base_url=judge_base_url, threads=threads, cache_dir=cache_dir) if judge else None,
         retriever=retriever,
         index=open_index(index).config if index else IndexConfig(retrievers=_csv(retrievers), split=split),

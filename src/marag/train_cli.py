@@ -36,39 +36,76 @@ def sample(
     set_: Annotated[Optional[list[str]], typer.Option("--set", help="Strategy setting KEY=VALUE, repeatable.")] = None,
     llm: Annotated[str, typer.Option(help="LLM spec.")] = "llamacpp",
     concurrency: Annotated[int, typer.Option(help="Trajectories sampled at once.")] = 4,
+    index: Annotated[Optional[Path], typer.Option("--index", "-i", help="Index of a questions file's documents (e.g. the one `marag synth` drew from).")] = None,
     data_dir: Annotated[Optional[Path], typer.Option("--data-dir", help="Benchmark data directory.")] = None,
 ) -> None:
-    """Sample T trajectories per question (trainable roles at 0.7, the answer at 0.1)."""
+    """Sample T trajectories per question (trainable roles at 0.7, the answer at 0.1).
+    mrag trains its coordinator, planner, searcher, summarizer, reasoner and validator;
+    unirag its planner and evidence reflector."""
     from marag.cli import _parse_set
     from marag.llm import LLMConfig
     from marag.train import TrainConfig
     from marag.train.loop import sample as run
 
     cfg = TrainConfig(dataset=dataset, strategy=strategy, limit=limit or None, skip=skip, trajectories=trajectories,
-                      settings=dict(_parse_set(s) for s in set_ or []), llm=LLMConfig.from_spec(llm), concurrency=concurrency)  # fmt: skip
+                      settings=dict(_parse_set(s) for s in set_ or []), llm=LLMConfig.from_spec(llm), concurrency=concurrency,
+                      index_path=str(index.resolve()) if index else None)  # fmt: skip
     typer.echo(f"trajectories: {asyncio.run(run(cfg, directory, data_dir))}")
+
+
+def _pair(text: str | None, name: str) -> tuple[float, float] | None:
+    from marag.errors import MaragError
+
+    if text is None:
+        return None
+    try:
+        a, b = (float(x) for x in text.split(","))
+    except ValueError:
+        raise MaragError(f"bad {name} {text!r}", hint=f"two numbers, e.g. {name} 2,1") from None
+    if a < 0 or b < 0 or a + b <= 0:
+        raise MaragError(f"bad {name} {text!r}", hint="weights are non-negative and not both 0")
+    return a, b
 
 
 @train_app.command()
 def reward(
     directory: DirOpt,
-    judge: Annotated[Optional[str], typer.Option(help="Judge LLM spec (default: the sampling model).")] = None,
-    runs: Annotated[int, typer.Option(help="Judge runs averaged per reward (R).")] = 5,
+    reward: Annotated[Optional[str], typer.Option("--reward", help="judge (the mRAG paper's: correctness 4 : faithfulness 1, judged), reference (gold answers and documents, no judge) or both (their mean). Default: as before in this directory, else judge.")] = None,
+    judge: Annotated[Optional[str], typer.Option(help="Judge LLM spec, e.g. llamacpp:/path/larger.gguf (never the sampling model unless --allow-self-judge).")] = None,
+    runs: Annotated[Optional[int], typer.Option(help="Judge runs averaged per reward (R; default 5).")] = None,
+    allow_self_judge: Annotated[bool, typer.Option("--allow-self-judge", help="Let the sampling model judge its own trajectories.")] = False,
+    weights: Annotated[Optional[str], typer.Option(help="Judged reward: correctness,faithfulness weights (default 4,1).")] = None,
+    reference_weights: Annotated[Optional[str], typer.Option(help="Reference reward: correctness,gold-document-recall weights (default 2,1).")] = None,
 ) -> None:
-    """Score each sampled response: correctness and faithfulness, weighted 4:1."""
-    from marag.llm import LLMConfig, make_llm
+    """Reward each sampled trajectory; prints (and writes rewards.md) the spread of rewards
+    per question and how many questions have a unique best."""
+    from marag.errors import MaragError
+    from marag.llm import LLMConfig
     from marag.train.loop import reward as run
 
-    cfg = _config(directory).model_copy(update={"judge_runs": runs})
-    typer.echo(f"rewards: {asyncio.run(run(cfg, directory, judge=make_llm(LLMConfig.from_spec(judge)) if judge else None))}")
+    if reward is not None and reward not in ("judge", "reference", "both"):
+        raise MaragError(f"unknown reward {reward!r}", hint="choose judge, reference or both")
+    saved = _config(directory)
+    update = {"reward": reward, "judge_runs": runs, "weights": _pair(weights, "--weights"),
+              "reference_weights": _pair(reference_weights, "--reference-weights"),
+              "judge": LLMConfig.from_spec(judge) if judge else None}  # fmt: skip
+    cfg = saved.model_copy(update={**{k: v for k, v in update.items() if v is not None}, "allow_self_judge": allow_self_judge})
+    path = asyncio.run(run(cfg, directory))  # the judge: cfg.judge (else the sampling model, refused by default)
+    typer.echo((directory / "rewards.md").read_text(encoding="utf-8"))
+    typer.echo(f"rewards: {path}\nreport: {directory / 'rewards.md'}")
 
 
 @train_app.command()
-def select(directory: DirOpt) -> None:
+def select(
+    directory: DirOpt,
+    min_reward: Annotated[Optional[float], typer.Option(help="Leave out questions whose best reward is below this (default: keep every question's best).")] = None,
+) -> None:
     """Keep each question's best trajectories (up to 3 on ties)."""
     from marag.train import select_file
 
-    typer.echo(f"selected: {select_file(_config(directory), directory)}")
+    path = select_file(_config(directory), directory, min_reward)
+    rows = [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines()]
+    typer.echo(f"selected: {path} ({len(rows)} trajectories of {len({r['qid'] for r in rows})} questions)")
 
 
 @train_app.command()
@@ -83,15 +120,23 @@ def export(directory: DirOpt) -> None:
 @train_app.command()
 def finetune(
     directory: DirOpt,
-    model: Annotated[Optional[Path], typer.Option(help="Base GGUF model (default: the installed SmolLM2-135M).")] = None,
+    model: Annotated[Optional[Path], typer.Option(help="Base GGUF model (default: the model the trajectories were sampled with).")] = None,
     steps: Annotated[int, typer.Option(help="Optimizer steps.")] = 40,
     rank: Annotated[int, typer.Option(help="LoRA rank.")] = 16,
     lr: Annotated[float, typer.Option(help="Learning rate.")] = 2e-4,
+    batch: Annotated[int, typer.Option(help="Examples per step.")] = 4,
+    max_len: Annotated[int, typer.Option("--max-len", help="Longest example in tokens (longer ones are left out).")] = 1024,
+    save_every: Annotated[int, typer.Option(help="Checkpoint (adapter + optimizer state) every N steps.")] = 20,
     fresh: Annotated[bool, typer.Option(help="Delete the checkpoints of an earlier run instead of resuming it.")] = False,
 ) -> None:
     """LoRA on the exported examples, on the CPU (needs the `train` extra); resumes
-    from the last checkpoint of the same run."""
+    from the last checkpoint of the same run. Writes lora/adapter.gguf and adapter.json
+    (the trainable roles: `marag eval --lora` applies the adapter to those only)."""
     from marag.train.finetune import finetune as run
 
-    out = run(directory / "sft.jsonl", directory / "lora", model, steps=steps, rank=rank, lr=lr, fresh=fresh)
+    cfg = _config(directory)
+    if model is None and cfg.llm.backend == "llamacpp" and cfg.llm.model_path:
+        model = Path(cfg.llm.model_path)
+    out = run(directory / "sft.jsonl", directory / "lora", model, steps=steps, rank=rank, lr=lr, batch=batch, max_len=max_len,
+              save_every=save_every, fresh=fresh, roles=cfg.trainable_roles)  # fmt: skip
     typer.echo(json.dumps(out, indent=1))

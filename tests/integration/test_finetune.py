@@ -1,6 +1,7 @@
 """LoRA fine-tuning of the local model (`marag train finetune`) and the adapter it
-writes, loaded by llama.cpp: the training loss falls and the tuned model answers
-differently from the base model."""
+writes, loaded by llama.cpp: the training loss falls, the tuned role answers differently
+from the base model, and a role the adapter was not trained for stays on the base
+weights in the same llama.cpp instance."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import pytest
 from marag.errors import LLMError
 from marag.llm import make_llm
 from marag.llm.llamacpp import default_model_path
+from marag.trace import Trace, activate, step
 
 pytestmark = pytest.mark.integration
 
@@ -36,14 +38,30 @@ def test_a_few_lora_steps_give_an_adapter_llama_cpp_applies(tmp_path):
     sft.write_text("\n".join(json.dumps(_example(q, a)) for q, a in [("Capital of France?", "Paris"), ("Capital of Italy?", "Rome")]))
     out = finetune(sft, tmp_path / "lora", steps=3, rank=4, lr=1e-3, batch=2, progress=False)
     assert out["examples"] == 2 and out["last_loss"] < out["first_loss"]
-    assert (tmp_path / "lora" / "checkpoint-3").is_dir()  # a resumable checkpoint
+    assert (tmp_path / "lora" / "checkpoint-3" / "optimizer.pt").is_file()  # a resumable checkpoint, optimizer included
 
-    def reply(**kw) -> str:
+    assert json.loads((tmp_path / "lora" / "adapter.json").read_text())["roles"] == ["answerer"]  # the examples' role
+
+    def replies(**kw) -> dict[str, tuple[str, str]]:
+        """role -> (model recorded, reply) for one call in each role's step."""
         llm = make_llm("llamacpp", threads=2, deterministic=True, **kw)
+        trace = Trace()
+
+        async def go():
+            with activate(trace):
+                for role in ("answerer", "coordinator"):
+                    with step(role):
+                        await llm.generate([{"role": "user", "content": "Capital of France?"}], max_tokens=20)
+
         try:
-            return asyncio.run(llm.generate([{"role": "user", "content": "Capital of France?"}], max_tokens=20)).text
+            asyncio.run(go())
         finally:
             llm.close()
+        return {s.agent: (s.llm_calls[0].model, s.llm_calls[0].response) for s in trace.steps}
 
-    base, tuned = reply(), reply(lora=out["adapter"])
-    assert tuned.strip() and tuned != base
+    base, tuned = replies(), replies(lora=out["adapter"])  # roles: adapter.json's
+    assert tuned["answerer"][0].endswith("+adapter.gguf") and tuned["answerer"][1].strip()
+    assert tuned["answerer"][1] != base["answerer"][1]  # the trained role runs on the adapter
+    assert tuned["coordinator"] == (base["coordinator"][0], base["coordinator"][1])  # the other on the base weights
+    everywhere = replies(lora=out["adapter"], lora_roles=["*"])
+    assert everywhere["coordinator"][1] == tuned["answerer"][1]  # the same prompt, the adapter on: the tuned reply

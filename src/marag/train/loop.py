@@ -1,11 +1,27 @@
-"""Self-training on a strategy's own best trajectories (as mRAG trains its agents):
+"""Self-training on a strategy's own best trajectories (as mRAG trains its agents, and
+as Agent-UniRAG trains its planner and reflector):
 
 1. `sample`: T trajectories per question (default 8), the trainable roles at a high
    temperature (0.7), the answer-writing role at a low one (0.1), each with its own
    seed; concurrent and resumable (`trajectories.jsonl`, one line per (question, t)).
-2. `reward`: each final response scored by correctness and faithfulness (the mRAG
-   paper's rewards, `mrag_correctness` and `mrag_faithfulness`), each averaged over R
-   judge runs (default 5), combined with weights 4:1; resumable (`rewards.jsonl`).
+   mRAG (`mrag*`: coordinator, planner, searcher's query writer, relevance judge and
+   next move, summarizer, reasoner, validator) and UniRAG (`unirag*`: planner and
+   evidence reflector) have trainable roles; the answer writers stay fixed (the papers
+   keep the generator fixed). The questions are a dataset's, or a questions file (e.g.
+   `marag synth --style synagent`) with the index they were drawn from (`index_path`).
+2. `reward`: each trajectory's reward, one of
+   - `judge` (the mRAG paper's): the final response's correctness against the reference
+     aspects and its faithfulness to S (`mrag_correctness`, `mrag_faithfulness`), each
+     averaged over R judge runs (default 5), weighted 4:1. The judge must not be the
+     model that sampled (it grades itself, and a small model gives every answer the same
+     labels): that is refused unless `allow_self_judge`; `train.json` names the judge;
+   - `reference` (no judge): correctness from the gold answers (short answer style: the
+     mean of token F1 and whether a gold answer is contained; long: token F1 against
+     the reference answer) and the recall of the gold documents in S (the trajectory's
+     sources), weighted `reference_weights` (2:1);
+   - `both`: the mean of the two.
+   Resumable (`rewards.jsonl`); `rewards.md` shows per question the spread of rewards
+   across its trajectories and how many questions have a unique best (`reward_report`).
 3. `select`: per question the highest-reward trajectory (up to 3 when they tie); the
    reward is normalized so the best is 1 and the others 0 (`selected.jsonl`).
 4. `export`: every model call that trainable roles made in the selected trajectories
@@ -22,10 +38,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import statistics
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from marag.errors import MaragError
 from marag.eval.datasets import load_dataset
@@ -35,6 +52,33 @@ from marag.strategies import STRATEGIES, make_strategy
 from marag.trace import Trace
 
 GENERATOR_ROLES = ("answerer", "reviser", "final_answer", "generator", "defender", "router.answer")
+# The roles trained by default, per strategy family: every agent that decides what is
+# searched and read, never the one that writes the answer.
+TRAINABLE_ROLES: dict[str, tuple[str, ...]] = {
+    "mrag": ("coordinator", "planner", "searcher", "searcher.query", "searcher.judge", "searcher.next", "summarizer", "reasoner", "validator"),
+    "unirag": ("planner", "reflector"),
+}  # fmt: skip
+# Settings of the reward stage: `train reward` may set them after sampling.
+REWARD_FIELDS = frozenset({"reward", "reference_weights", "judge_runs", "weights", "judge", "judged_by", "allow_self_judge", "max_ties"})
+
+
+def strategy_family(strategy: str) -> str | None:
+    """`mrag` for mrag and its variants (mrag_paper), `unirag` for UniRAG's; else None."""
+    return next((f for f in TRAINABLE_ROLES if strategy == f or strategy.startswith(f + "_")), None)
+
+
+def strategy_roles(strategy: str) -> tuple[str, ...]:
+    """Every role of the strategy's agents (for per-role sampling temperatures)."""
+    family = strategy_family(strategy)
+    if family == "mrag":
+        from marag.strategies.mrag import ROLES
+
+        return ROLES
+    if family == "unirag":
+        from marag.strategies.unirag import ROLES
+
+        return ROLES
+    return ()
 
 
 class TrainConfig(BaseModel):
@@ -43,20 +87,33 @@ class TrainConfig(BaseModel):
     dataset: str
     strategy: str = "mrag"
     settings: dict[str, Any] = Field(default_factory=dict)
+    index_path: str | None = None  # the index of a questions file's documents (marag synth --index)
     limit: int | None = None
     skip: int = 0  # leave the first N questions out (e.g. held apart for evaluation)
     trajectories: int = Field(default=8, ge=1)  # T
     temperature: float = 0.7  # trainable roles
     generator_temperature: float = 0.1  # roles that write the answer
-    trainable_roles: list[str] = Field(default_factory=lambda: ["coordinator", "planner", "searcher", "searcher.query",
-                                                                 "searcher.judge", "searcher.next", "summarizer", "reasoner", "validator"])  # fmt: skip
+    trainable_roles: list[str] = Field(default_factory=list)  # empty: the strategy's (TRAINABLE_ROLES)
+    reward: Literal["judge", "reference", "both"] = "judge"
     judge_runs: int = Field(default=5, ge=1)  # R
-    weights: tuple[float, float] = (4.0, 1.0)  # correctness, faithfulness
+    weights: tuple[float, float] = (4.0, 1.0)  # judged: correctness, faithfulness
+    reference_weights: tuple[float, float] = (2.0, 1.0)  # reference: correctness, gold-document recall in S
+    allow_self_judge: bool = False  # let the sampling model judge its own trajectories
     max_ties: int = Field(default=3, ge=1)
     llm: LLMConfig = Field(default_factory=LLMConfig)
     judge: LLMConfig | None = None
+    judged_by: str | None = None  # the judge's model, as `train reward` ran it
     concurrency: int = 4
     seed: int = 0
+
+    @model_validator(mode="after")
+    def _roles(self) -> TrainConfig:
+        if not self.trainable_roles:
+            family = strategy_family(self.strategy)
+            if family is None:
+                raise ValueError(f"no trainable roles known for strategy {self.strategy!r}: train mrag or unirag (or their variants), or set trainable_roles")  # fmt: skip
+            self.trainable_roles = list(TRAINABLE_ROLES[family])
+        return self
 
 
 def _lines(path: Path) -> list[dict[str, Any]]:
@@ -76,47 +133,60 @@ def _append(path: Path, record: dict[str, Any]) -> None:
         f.write(json.dumps(record, ensure_ascii=False) + "\n")
 
 
+def _sampling(cfg: TrainConfig) -> dict[str, Any]:
+    """The settings that decide what was sampled (not how fast, not how it is rewarded)."""
+    return cfg.model_dump(exclude={"concurrency", "limit", *REWARD_FIELDS})
+
+
 def prepare(cfg: TrainConfig, directory: Path) -> None:
     directory.mkdir(parents=True, exist_ok=True)
     saved = directory / "train.json"
     if saved.exists():
         old = TrainConfig.model_validate_json(saved.read_text())
-        if old.model_dump(exclude={"concurrency", "limit"}) != cfg.model_dump(exclude={"concurrency", "limit"}):
+        if _sampling(old) != _sampling(cfg):
             raise MaragError(f"{directory} holds training data made with other settings", hint="use another --dir")
+        cfg = cfg.model_copy(update={k: getattr(old, k) for k in REWARD_FIELDS})  # the reward stage's own settings stay
     saved.write_text(cfg.model_dump_json(indent=2))
 
 
 async def sample(cfg: TrainConfig, directory: Path, data_dir=None, retriever=None, llm=None, progress: bool = True) -> Path:
     from tqdm.auto import tqdm
 
-    from marag.eval.runner import prepare_retrieval
+    from marag.eval.runner import EvalConfig, prepare_retrieval
 
-    prepare(cfg, directory)
     ds = load_dataset(cfg.dataset, data_dir)
+    prepare(cfg, directory)
     questions = ds.questions[cfg.skip :][: cfg.limit] if cfg.limit else ds.questions[cfg.skip :]
     path = directory / "trajectories.jsonl"
     drop_torn_tail(path)  # an interrupted write: cut it off, it is sampled again
     done = {(r["qid"], r["t"]) for r in _lines(path)}
     todo = [(q, t) for q in questions for t in range(cfg.trajectories) if (q.id, t) not in done]
-    if retriever is None and STRATEGIES.get(cfg.strategy).needs_retriever:
-        from marag.eval.runner import EvalConfig
-
-        retriever, _ = prepare_retrieval(EvalConfig(dataset=cfg.dataset, strategies=[cfg.strategy]), ds, Path(".marag/indexes"), progress)
+    cls = STRATEGIES.get(cfg.strategy)
+    if retriever is None and cls.needs_retriever:
+        if not ds.documents and not cfg.index_path:
+            raise MaragError(f"{cfg.dataset} has questions but no documents to search",
+                             hint="give the index its questions were made from: --index IDX")  # fmt: skip
+        ecfg = EvalConfig(dataset=cfg.dataset, strategies=[cfg.strategy], index_path=cfg.index_path)
+        retriever, _ = prepare_retrieval(ecfg, ds, Path(".marag/indexes"), progress)
     llm = llm or make_llm(cfg.llm)
-    roles = {r: (cfg.generator_temperature if r in GENERATOR_ROLES else cfg.temperature) for r in _roles(cfg)}
+    roles = {r: (cfg.generator_temperature if r in GENERATOR_ROLES else cfg.temperature) for r in strategy_roles(cfg.strategy)}
+    # the dataset's answer style unless the settings give one, as `marag eval` does
+    style = cfg.settings.get("answer_style", ds.answer_style)
+    fixed = {"answer_style": style} if "answer_style" in cls.Config.model_fields else {}
     gate, lock = asyncio.Semaphore(cfg.concurrency), asyncio.Lock()
     bar = tqdm(total=len(todo), desc="sample", unit="traj", disable=not progress)
 
     async def one(q, t: int) -> None:
-        settings = {**cfg.settings, "seed": cfg.seed * 1000 + t, "temperature": cfg.temperature}
-        if "role_temperatures" in STRATEGIES.get(cfg.strategy).Config.model_fields:
+        settings = {**fixed, **cfg.settings, "seed": cfg.seed * 1000 + t, "temperature": cfg.temperature}
+        if "role_temperatures" in cls.Config.model_fields:
             settings["role_temperatures"] = roles
         strategy = make_strategy(cfg.strategy, llm, retriever, settings)
         async with gate:
             answer = await strategy.run(q.question)
         record = {"qid": q.id, "t": t, "question": q.question, "answer": answer.answer, "answers": q.answers,
                   "reference": q.metadata.get("reference_answer") or (q.answers[0] if q.answers else ""),
-                  "gold_doc_ids": q.gold_doc_ids, "sources": [s.text for s in answer.sources],
+                  "answer_style": style, "gold_doc_ids": q.gold_doc_ids, "sources": [s.text for s in answer.sources],
+                  "source_doc_ids": list(dict.fromkeys(s.doc_id for s in answer.sources)),
                   "trace": answer.trace.model_dump(mode="json")}  # fmt: skip
         async with lock:
             _append(path, record)
@@ -129,56 +199,205 @@ async def sample(cfg: TrainConfig, directory: Path, data_dir=None, retriever=Non
     return path
 
 
-def _roles(cfg: TrainConfig) -> list[str]:
-    from marag.strategies.mrag import ROLES
+# -- rewards -----------------------------------------------------------------------------
 
-    return list(ROLES) if cfg.strategy.startswith("mrag") else []
+
+def reference_reward(r: dict[str, Any], weights: tuple[float, float] = (2.0, 1.0)) -> dict[str, Any]:
+    """The reference-anchored reward of one trajectory (no judge): correctness from the
+    gold answers (short style: the mean of the best token F1 and whether a gold answer
+    is contained, so an exact answer scores 1, the answer inside a longer reply about
+    0.5-0.9, a partial overlap less; long style: token F1 against the reference answer)
+    and the recall of the gold documents among the trajectory's sources S, weighted
+    `weights`. A question without gold documents is scored on correctness alone."""
+    from marag.eval.metrics.lexical import contains_answer, max_token_f1
+
+    golds = [a for a in r.get("answers") or [] if a.strip()]
+    if r.get("answer_style", "short") == "long":
+        refs = [x for x in [r.get("reference") or "", *golds] if x.strip()]
+        correctness = max_token_f1(r["answer"], refs)
+    else:
+        correctness = (max_token_f1(r["answer"], golds) + contains_answer(r["answer"], golds)) / 2
+    gold_docs = set(r.get("gold_doc_ids") or [])
+    recall = len(gold_docs & set(r["source_doc_ids"])) / len(gold_docs) if gold_docs else None
+    wc, wr = weights
+    value = correctness if recall is None else (wc * correctness + wr * recall) / (wc + wr)
+    return {"reference_correctness": correctness, "gold_recall": recall, "reference_reward": value}
+
+
+def _base_name(model: str | None) -> str:
+    return (model or "").split("+")[0]  # "base.gguf+adapter.gguf": the same base model
+
+
+def same_model(a: LLMConfig, b: LLMConfig) -> bool:
+    """Whether two LLM configs run the same model (whatever the runtime settings)."""
+    def where(c: LLMConfig) -> str | None:
+        if c.backend == "llamacpp" and c.model_path is None:
+            try:
+                from marag.llm.llamacpp import default_model_path
+
+                return str(default_model_path().resolve())
+            except MaragError:
+                return None
+        return str(Path(c.model_path).expanduser().resolve()) if c.model_path else None
+
+    return (a.backend, a.model, a.base_url, where(a)) == (b.backend, b.model, b.base_url, where(b))
+
+
+def _self_judging(cfg: TrainConfig, judge, trajectories: list[dict[str, Any]], configured: bool) -> str | None:
+    """Why the judge is the model that sampled the trajectories (None when it is not):
+    by configuration (`configured=False`: the judge would be made from cfg.judge, else
+    cfg.llm), or by the judge's model name among the models the trajectories called."""
+    if not configured:
+        if cfg.judge is None:
+            return "no judge was given, so the model that sampled the trajectories would judge them"
+        if same_model(cfg.judge, cfg.llm):
+            return f"the judge ({cfg.judge.backend}:{cfg.judge.model_path or cfg.judge.model or 'default'}) is the model that sampled the trajectories"
+        return None
+    sampled = {_base_name(c.get("model")) for r in trajectories for s in r["trace"]["steps"] for c in s.get("llm_calls", [])}
+    if _base_name(getattr(judge, "model", None)) in sampled:
+        return f"the judge {judge.model} is the model that sampled the trajectories"
+    return None
+
+
+def _signature(cfg: TrainConfig, judge_name: str | None) -> dict[str, Any]:
+    """What makes two rewards comparable: selection compares them across a question's
+    trajectories, so one file holds rewards of one kind and one setting only."""
+    sig: dict[str, Any] = {"kind": cfg.reward}
+    if cfg.reward in ("judge", "both"):
+        sig |= {"judge": judge_name, "weights": list(cfg.weights)}
+    if cfg.reward in ("reference", "both"):
+        sig |= {"reference_weights": list(cfg.reference_weights)}
+    return sig
 
 
 async def reward(cfg: TrainConfig, directory: Path, judge=None, progress: bool = True) -> Path:
-    """Correctness and faithfulness of every sampled response, averaged over R runs."""
+    """Every sampled trajectory's reward (`cfg.reward`: judge, reference or both), and
+    the reward settings (with the judge's name) saved to train.json."""
     from tqdm.auto import tqdm
-
-    from marag.corpus.models import Question
-    from marag.eval.metrics import EvalExample, score_example
 
     path = directory / "rewards.jsonl"
     drop_torn_tail(path)
     rows = _lines(path)
-    if other := sorted({r.get("judge_runs") for r in rows} - {cfg.judge_runs}, key=str):
-        # Rewards averaged over different numbers of runs are not comparable, and
-        # selection compares them across a question's trajectories.
-        raise MaragError(f"{path} holds rewards averaged over {other} judge runs, not {cfg.judge_runs}",
-                         hint=f"resume with --runs {other[0]}, or move {path.name} away to score everything again")  # fmt: skip
+    trajectories = _lines(directory / "trajectories.jsonl")
+    if not trajectories:
+        raise MaragError(f"no trajectories in {directory}", hint="sample first: `marag train sample DATASET --dir DIR`")
+    judged, referenced = cfg.reward in ("judge", "both"), cfg.reward in ("reference", "both")
+    if referenced:
+        if missing := [r["qid"] for r in trajectories if not any(a.strip() for a in r.get("answers") or [])]:
+            raise MaragError(f"question {missing[0]} has no gold answer: the reference reward needs one for every question",
+                             hint="use --reward judge (with --judge SPEC) for questions without gold answers")  # fmt: skip
+        if any("source_doc_ids" not in r for r in trajectories):
+            raise MaragError("these trajectories were sampled before sources were recorded by document id",
+                             hint="sample them again (a new --dir), or use --reward judge")  # fmt: skip
+    judge_name = None
+    if judged:
+        configured = judge is not None
+        # the configured judge is checked before it is made (making a local model loads nothing
+        # yet, but a missing one would fail first), the judge itself after
+        why = None if configured else _self_judging(cfg, None, [], configured=False)
+        if why is None:
+            judge = judge or make_llm(cfg.judge or cfg.llm)
+            why = _self_judging(cfg, judge, trajectories, configured=True)
+        if why and not cfg.allow_self_judge:
+            raise MaragError(f"refusing to let a model judge its own trajectories: {why}",
+                             hint="give another judge (--judge SPEC, e.g. a larger model), use --reward reference "
+                                  "(gold answers and documents, no judge), or pass --allow-self-judge")  # fmt: skip
+        judge = judge or make_llm(cfg.judge or cfg.llm)
+        judge_name = getattr(judge, "model", None) or "judge"
+        if other := sorted({r.get("judge_runs") for r in rows if "judge_runs" in r} - {cfg.judge_runs}, key=str):
+            # Rewards averaged over different numbers of runs are not comparable, and
+            # selection compares them across a question's trajectories.
+            raise MaragError(f"{path} holds rewards averaged over {other} judge runs, not {cfg.judge_runs}",
+                             hint=f"resume with --runs {other[0]}, or move {path.name} away to score everything again")  # fmt: skip
+    sig = _signature(cfg, judge_name)
+    if other_sigs := [r["signature"] for r in rows if r.get("signature", sig) != sig]:
+        raise MaragError(f"{path} holds rewards of other settings ({json.dumps(other_sigs[0])}), not {json.dumps(sig)}",
+                         hint=f"resume with those settings, or move {path.name} away to score everything again")  # fmt: skip
+    cfg = cfg.model_copy(update={"judged_by": judge_name})
+    (directory / "train.json").write_text(cfg.model_dump_json(indent=2))  # names the judge and the reward used
     done = {(r["qid"], r["t"]) for r in rows}
-    todo = [r for r in _lines(directory / "trajectories.jsonl") if (r["qid"], r["t"]) not in done]
-    judge = judge or make_llm(cfg.judge or cfg.llm)
+    todo = [r for r in trajectories if (r["qid"], r["t"]) not in done]
     gate, lock = asyncio.Semaphore(cfg.concurrency), asyncio.Lock()
     bar = tqdm(total=len(todo), desc="reward", unit="traj", disable=not progress)
-    wc, wf = cfg.weights
 
     async def one(r: dict[str, Any]) -> None:
-        q = Question(id=r["qid"], question=r["question"], answers=r["answers"], gold_doc_ids=r["gold_doc_ids"],
-                     metadata={"reference_answer": r["reference"]})  # fmt: skip
-        ex = EvalExample(question=q, prediction=r["answer"], retrieved_texts=r["sources"])
-        scores: dict[str, list[float]] = {"mrag_correctness": [], "mrag_faithfulness": []}
-        async with gate:
-            for run in range(cfg.judge_runs):
-                res = await score_example(ex, list(scores), judge=judge, seed=cfg.seed + run, temperature=0.5 if cfg.judge_runs > 1 else 0.0)
-                for name in scores:
-                    scores[name].append(res[name].value if name in res else 0.0)
-        c = sum(scores["mrag_correctness"]) / cfg.judge_runs
-        f = sum(scores["mrag_faithfulness"]) / cfg.judge_runs
+        row: dict[str, Any] = {"qid": r["qid"], "t": r["t"]}
+        parts = []
+        if referenced:
+            row |= reference_reward(r, cfg.reference_weights)
+            parts.append(row["reference_reward"])
+        if judged:
+            async with gate:
+                row |= await _judged(cfg, r, judge)
+            parts.append(row["judged_reward"])
         async with lock:
-            _append(path, {"qid": r["qid"], "t": r["t"], "correctness": c, "faithfulness": f, "reward": combine(c, f, wc, wf),
-                          "judge_runs": cfg.judge_runs})  # fmt: skip
+            _append(path, {**row, "reward": sum(parts) / len(parts), "signature": sig})
             bar.update(1)
 
     try:
         await asyncio.gather(*(one(r) for r in todo))
     finally:
         bar.close()
+    order = {q: i for i, q in enumerate(dict.fromkeys(r["qid"] for r in trajectories))}  # the questions in the dataset's order
+    ranked = sorted(_lines(path), key=lambda r: (order.get(r["qid"], len(order)), r["t"]))
+    (directory / "rewards.md").write_text(reward_report(ranked, cfg), encoding="utf-8")
     return path
+
+
+async def _judged(cfg: TrainConfig, r: dict[str, Any], judge) -> dict[str, Any]:
+    """The mRAG paper's reward: correctness and faithfulness averaged over R judge runs."""
+    from marag.corpus.models import Question
+    from marag.eval.metrics import EvalExample, score_example
+
+    q = Question(id=r["qid"], question=r["question"], answers=r["answers"], gold_doc_ids=r["gold_doc_ids"],
+                 metadata={"reference_answer": r["reference"]})  # fmt: skip
+    ex = EvalExample(question=q, prediction=r["answer"], retrieved_texts=r["sources"])
+    scores: dict[str, list[float]] = {"mrag_correctness": [], "mrag_faithfulness": []}
+    for run in range(cfg.judge_runs):
+        res = await score_example(ex, list(scores), judge=judge, seed=cfg.seed + run, temperature=0.5 if cfg.judge_runs > 1 else 0.0)
+        for name in scores:
+            scores[name].append(res[name].value if name in res else 0.0)
+    c = sum(scores["mrag_correctness"]) / cfg.judge_runs
+    f = sum(scores["mrag_faithfulness"]) / cfg.judge_runs
+    return {"correctness": c, "faithfulness": f, "judged_reward": combine(c, f, *cfg.weights), "judge_runs": cfg.judge_runs}
+
+
+def reward_spread(rows: list[dict[str, Any]], tol: float = 1e-9) -> list[dict[str, Any]]:
+    """Per question: its trajectories' rewards (by t), their spread (max - min), the best
+    trajectories and whether one alone is best (selection then has a real choice)."""
+    by_q: dict[str, list[dict[str, Any]]] = {}
+    for r in rows:
+        by_q.setdefault(r["qid"], []).append(r)
+    out = []
+    for qid, rs in by_q.items():
+        rs = sorted(rs, key=lambda r: r["t"])
+        values = [r["reward"] for r in rs]
+        best = max(values)
+        top = [r["t"] for r in rs if r["reward"] >= best - tol]
+        out.append({"qid": qid, "rewards": values, "spread": best - min(values), "best": top, "unique_best": len(top) == 1})
+    return out
+
+
+def reward_report(rows: list[dict[str, Any]], cfg: TrainConfig | None = None) -> str:
+    """Markdown: how well the rewards tell each question's trajectories apart."""
+    spread = reward_spread(rows)
+    unique = sum(q["unique_best"] for q in spread)
+    flat = sum(q["spread"] <= 1e-9 for q in spread)
+    lines = ["# Rewards", ""]
+    if cfg is not None:
+        what = {"judge": f"judged (correctness {cfg.weights[0]:g} : faithfulness {cfg.weights[1]:g}, R={cfg.judge_runs}, judge {cfg.judged_by})",
+                "reference": f"reference (gold-answer correctness {cfg.reference_weights[0]:g} : gold-document recall in S {cfg.reference_weights[1]:g})",
+                "both": "the mean of the judged and the reference rewards"}[cfg.reward]  # fmt: skip
+        lines += [f"Reward: {what}.", ""]
+    if spread:
+        lines += [f"**{unique} of {len(spread)} questions have a unique best trajectory**; {flat} have every trajectory "
+                  f"rewarded alike (no signal); mean spread {statistics.fmean(q['spread'] for q in spread):.3f}.", ""]  # fmt: skip
+    lines += ["| question | trajectories | rewards (t = 0, 1, ...) | spread | best t | unique |", "|---|---|---|---|---|---|"]
+    for q in spread:
+        rewards = " ".join(f"{v:.3f}" for v in q["rewards"])
+        best = ",".join(str(t) for t in q["best"])
+        lines.append(f"| {q['qid']} | {len(q['rewards'])} | {rewards} | {q['spread']:.3f} | {best} | {'yes' if q['unique_best'] else 'no'} |")
+    return "\n".join(lines) + "\n"
 
 
 def combine(correctness: float, faithfulness: float, wc: float = 4.0, wf: float = 1.0) -> float:
@@ -186,23 +405,27 @@ def combine(correctness: float, faithfulness: float, wc: float = 4.0, wf: float 
     return (wc * correctness + wf * faithfulness) / (wc + wf)
 
 
-def select(rewards: list[dict[str, Any]], max_ties: int = 3, tol: float = 1e-9) -> list[dict[str, Any]]:
+def select(rewards: list[dict[str, Any]], max_ties: int = 3, tol: float = 1e-9, min_reward: float | None = None) -> list[dict[str, Any]]:
     """Per question the best trajectories (ties up to `max_ties`, lowest t first), each
-    with `normalized` = 1; the others are not returned (their normalized reward is 0)."""
+    with `normalized` = 1; the others are not returned (their normalized reward is 0).
+    With `min_reward`, a question whose best reward is below it gives none (its best
+    trajectory is still a failure: nothing worth imitating)."""
     by_q: dict[str, list[dict[str, Any]]] = {}
     for r in rewards:
         by_q.setdefault(r["qid"], []).append(r)
     out = []
     for qid, rs in by_q.items():
         best = max(r["reward"] for r in rs)
+        if min_reward is not None and best < min_reward - tol:
+            continue
         top = sorted((r for r in rs if r["reward"] >= best - tol), key=lambda r: r["t"])[:max_ties]
         out += [{**r, "normalized": 1.0} for r in top]
     return out
 
 
-def select_file(cfg: TrainConfig, directory: Path) -> Path:
+def select_file(cfg: TrainConfig, directory: Path, min_reward: float | None = None) -> Path:
     path = directory / "selected.jsonl"
-    rows = select(_lines(directory / "rewards.jsonl"), cfg.max_ties)
+    rows = select(_lines(directory / "rewards.jsonl"), cfg.max_ties, min_reward=min_reward)
     path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     return path
 
