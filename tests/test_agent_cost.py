@@ -7,6 +7,7 @@ import asyncio
 import json
 
 import pytest
+from judging import judge_page
 from pydantic import BaseModel, Field
 
 from marag.agents.mrag import AGENT_NAMES
@@ -50,6 +51,8 @@ def chatty(messages, output):
             "correct": {"ok": True, "feedback": "ok"},
         },
     }
+    if name == "PageJudgement":  # one judgement per document of the page
+        return judge_page(lambda doc: replies["Judgement"] | {"relevant": "Python" in doc}, user)
     return replies[name]
 
 
