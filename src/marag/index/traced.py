@@ -25,11 +25,13 @@ from typing import Any, Callable, Iterable, NamedTuple, Sequence, TypeVar
 import numpy as np
 from pydantic import BaseModel
 
+from marag.collector import held_collections
 from marag.corpus.models import Chunk
 from marag.index.base import Hit
 from marag.trace.records import SearchCall, _current_step, current_trace, record_search
 
 M = TypeVar("M", bound=BaseModel)
+_HELD = held_collections()
 
 
 def index_text(chunk: Chunk) -> str:
@@ -229,11 +231,15 @@ class BaseRetriever:
                 raise TypeError(f"queries must be strings, got {type(q).__name__}")
         if not queries:
             return []
-        t0, wall = time.perf_counter(), time.time()
-        results = self._search_batch(queries, int(k), int(offset))
-        if recording():
-            # A batch runs as one computation; each query is charged an equal share of it.
-            self._record(queries, int(k), int(offset), results, (time.perf_counter() - t0) / len(queries), wall)
+        # The hits (and trace records) of a batch all stay alive and form no cycles: a
+        # collection in the middle of making them would free nothing, and a full one walks
+        # every object in the process (see marag.collector).
+        with _HELD:
+            t0, wall = time.perf_counter(), time.time()
+            results = self._search_batch(queries, int(k), int(offset))
+            if recording():
+                # A batch runs as one computation; each query is charged an equal share of it.
+                self._record(queries, int(k), int(offset), results, (time.perf_counter() - t0) / len(queries), wall)
         return results
 
     def _record(self, queries: list[str], k: int, offset: int, results: list[list[Hit]], latency: float, started: float = 0.0) -> None:
