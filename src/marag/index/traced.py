@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import copy
 import time
+from collections import deque as _consume
+from itertools import repeat
 from typing import Any, Callable, Iterable, NamedTuple, Sequence, TypeVar
 
 import numpy as np
@@ -31,6 +33,7 @@ from marag.index.base import Hit
 from marag.trace.records import SearchCall, _current_step, current_trace, record_search
 
 M = TypeVar("M", bound=BaseModel)
+_NEW = object.__new__
 _HELD = held_collections()
 
 
@@ -96,16 +99,16 @@ class TrustedConstructor:
         return self._setters is not None
 
     def _fast(self, rows: Iterable[dict[str, Any]]) -> list[M]:
+        # One C-level loop per step (map), not Python bytecode per instance: a page of
+        # hits costs about half as much. Each row dict becomes its instance's __dict__.
         set_dict, set_fields, set_extra, set_private = self._setters  # type: ignore[misc]
-        new, model, all_set, out = object.__new__, self.model, self._all_set, []
-        append = out.append
-        for values in rows:
-            obj = new(model)
-            set_dict(obj, values)
-            set_fields(obj, all_set)
-            set_extra(obj, None)
-            set_private(obj, None)
-            append(obj)
+        rows = rows if isinstance(rows, list) else list(rows)
+        n = len(rows)
+        out = list(map(_NEW, repeat(self.model, n)))
+        _consume(map(set_dict, out, rows), 0)
+        _consume(map(set_fields, out, repeat(self._all_set, n)), 0)
+        _consume(map(set_extra, out, repeat(None, n)), 0)
+        _consume(map(set_private, out, repeat(None, n)), 0)
         return out
 
     def many(self, rows: Iterable[dict[str, Any]]) -> list[M]:
@@ -200,9 +203,9 @@ class BaseRetriever:
         self.name = name or self.kind
         # None = every chunk; otherwise a boolean mask over chunk positions.
         self._allowed: np.ndarray | None = None
-        # Per chunk position: its hit's fields, read on first use (see _pages). Restricted
-        # copies share the list.
-        self._templates: list[tuple[str, str, str, str] | None] | None = None
+        # Per chunk position: its hit's fields as a dict, made on first use (see _pages).
+        # Restricted copies share the list.
+        self._templates: list[dict[str, Any] | None] | None = None
 
     # -- to implement (one of the two) ---------------------------------------------------
     def _rank(self, queries: list[str], want: int) -> Ranked:
@@ -288,11 +291,11 @@ class BaseRetriever:
     def _pages(self, ranked: Ranked, offset: int = 0) -> list[list[Hit]]:
         """Each query's hits in `ranked`, from rank `offset` on: made in one pass over the
         whole batch (per query, the Python calls would cost more than the hits)."""
-        counts = ranked.counts.tolist()
-        # tolist() turns numpy scalars into Python ints and floats in one call.
-        positions = ranked.positions[:, offset:].tolist()
-        scores = ranked.scores[:, offset:].tolist()
         if ranked.extra:
+            # tolist() turns numpy scalars into Python ints and floats in one call.
+            counts = ranked.counts.tolist()
+            positions = ranked.positions[:, offset:].tolist()
+            scores = ranked.scores[:, offset:].tolist()
             size = len(self.chunks)
             return [
                 [
@@ -301,27 +304,38 @@ class BaseRetriever:
                 ]
                 for ps, ss, n in zip(positions, scores, counts)
             ]
-        # A hit's fields but the score are its chunk's: they are read once per chunk (on
-        # its first hit), which costs half of reading a pydantic Chunk's attributes again
-        # for every hit.
+        # A hit's fields but the score are its chunk's: each chunk's are read once (on its
+        # first hit) into a template dict, which every later hit copies (a C-level copy)
+        # before its score is put in. The whole batch is made in C-level loops (map):
+        # per hit, Python bytecode would cost more than the engine's search.
+        width = ranked.positions.shape[1] - offset
+        sizes = np.clip(ranked.counts - offset, 0, max(0, width))
+        if width <= 0 or not sizes.any():
+            return [[] for _ in range(len(sizes))]
+        if (sizes == width).all():
+            flat_positions = ranked.positions[:, offset:].ravel().tolist()
+            flat_scores = ranked.scores[:, offset:].ravel().tolist()
+        else:
+            valid = np.arange(width) < sizes[:, None]
+            flat_positions = ranked.positions[:, offset:][valid].tolist()
+            flat_scores = ranked.scores[:, offset:][valid].tolist()
         if self._templates is None:
             self._templates = [None] * len(self.chunks)
-        templates, chunks, rows, sizes = self._templates, self.chunks, [], []
-        for ps, ss, n in zip(positions, scores, counts):
-            n = max(0, n - offset)
-            sizes.append(n)
-            for p, s in zip(ps[:n], ss):
-                fields = templates[p]
-                if fields is None:
+        templates = self._templates
+        rows = list(map(templates.__getitem__, flat_positions))
+        if None in rows:
+            chunks = self.chunks
+            for p in set(flat_positions):
+                if templates[p] is None:
                     c = chunks[p]
-                    fields = templates[p] = (c.doc_id, c.id, c.text, c.title)
-                rows.append({"doc_id": fields[0], "chunk_id": fields[1], "score": s, "text": fields[2], "title": fields[3]})
+                    # The key order is the model's field order (repr, iteration).
+                    templates[p] = {"doc_id": c.doc_id, "chunk_id": c.id, "score": 0.0, "text": c.text, "title": c.title}
+            rows = list(map(templates.__getitem__, flat_positions))
+        rows = list(map(dict.copy, rows))
+        _consume(map(dict.__setitem__, rows, repeat("score"), flat_scores), 0)
         hits = _new_hit.many(rows)
-        out, start = [], 0
-        for n in sizes:
-            out.append(hits[start : start + n])
-            start += n
-        return out
+        ends = np.cumsum(sizes).tolist()
+        return [hits[end - n : end] for end, n in zip(ends, sizes.tolist())]
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r}, chunks={self.size})"
