@@ -21,7 +21,7 @@ from __future__ import annotations
 import copy
 import time
 from collections import deque as _consume
-from itertools import repeat
+from itertools import accumulate, repeat
 from typing import Any, Callable, Iterable, NamedTuple, Sequence, TypeVar
 
 import numpy as np
@@ -35,6 +35,9 @@ from marag.trace.records import SearchCall, _current_step, current_trace, record
 M = TypeVar("M", bound=BaseModel)
 _NEW = object.__new__
 _HELD = held_collections()
+#: Searches that may make this many hits hold automatic collections while they run
+#: (smaller ones make a few dozen objects: holding would cost more than it saves).
+HOLD_FROM = 256
 
 
 def index_text(chunk: Chunk) -> str:
@@ -234,15 +237,21 @@ class BaseRetriever:
                 raise TypeError(f"queries must be strings, got {type(q).__name__}")
         if not queries:
             return []
+        k, offset = int(k), int(offset)
+        if len(queries) * (offset + k) < HOLD_FROM:
+            return self._timed(queries, k, offset)
         # The hits (and trace records) of a batch all stay alive and form no cycles: a
         # collection in the middle of making them would free nothing, and a full one walks
         # every object in the process (see marag.collector).
         with _HELD:
-            t0, wall = time.perf_counter(), time.time()
-            results = self._search_batch(queries, int(k), int(offset))
-            if recording():
-                # A batch runs as one computation; each query is charged an equal share of it.
-                self._record(queries, int(k), int(offset), results, (time.perf_counter() - t0) / len(queries), wall)
+            return self._timed(queries, k, offset)
+
+    def _timed(self, queries: list[str], k: int, offset: int) -> list[list[Hit]]:
+        t0, wall = time.perf_counter(), time.time()
+        results = self._search_batch(queries, k, offset)
+        if recording():
+            # A batch runs as one computation; each query is charged an equal share of it.
+            self._record(queries, k, offset, results, (time.perf_counter() - t0) / len(queries), wall)
         return results
 
     def _record(self, queries: list[str], k: int, offset: int, results: list[list[Hit]], latency: float, started: float = 0.0) -> None:
@@ -308,17 +317,20 @@ class BaseRetriever:
         # first hit) into a template dict, which every later hit copies (a C-level copy)
         # before its score is put in. The whole batch is made in C-level loops (map):
         # per hit, Python bytecode would cost more than the engine's search.
-        width = ranked.positions.shape[1] - offset
-        sizes = np.clip(ranked.counts - offset, 0, max(0, width))
-        if width <= 0 or not sizes.any():
-            return [[] for _ in range(len(sizes))]
-        if (sizes == width).all():
+        width = max(0, ranked.positions.shape[1] - offset)
+        sizes = [min(max(0, n - offset), width) for n in ranked.counts.tolist()]
+        if len(sizes) == 1:  # one query (search()): as few numpy calls as possible
+            flat_positions = ranked.positions[0, offset : offset + sizes[0]].tolist()
+            flat_scores = ranked.scores[0, offset : offset + sizes[0]].tolist()
+        elif min(sizes) == width:
             flat_positions = ranked.positions[:, offset:].ravel().tolist()
             flat_scores = ranked.scores[:, offset:].ravel().tolist()
         else:
-            valid = np.arange(width) < sizes[:, None]
+            valid = np.arange(width) < np.array(sizes)[:, None]
             flat_positions = ranked.positions[:, offset:][valid].tolist()
             flat_scores = ranked.scores[:, offset:][valid].tolist()
+        if not flat_positions:
+            return [[] for _ in sizes]
         if self._templates is None:
             self._templates = [None] * len(self.chunks)
         templates = self._templates
@@ -334,8 +346,9 @@ class BaseRetriever:
         rows = list(map(dict.copy, rows))
         _consume(map(dict.__setitem__, rows, repeat("score"), flat_scores), 0)
         hits = _new_hit.many(rows)
-        ends = np.cumsum(sizes).tolist()
-        return [hits[end - n : end] for end, n in zip(ends, sizes.tolist())]
+        if len(sizes) == 1:
+            return [hits]
+        return [hits[end - n : end] for end, n in zip(accumulate(sizes), sizes)]
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r}, chunks={self.size})"
