@@ -20,8 +20,7 @@ from __future__ import annotations
 
 import copy
 import time
-from collections import deque as _consume
-from itertools import accumulate, repeat
+from itertools import accumulate
 from typing import Any, Callable, Iterable, NamedTuple, Sequence, TypeVar
 
 import numpy as np
@@ -102,16 +101,36 @@ class TrustedConstructor:
         return self._setters is not None
 
     def _fast(self, rows: Iterable[dict[str, Any]]) -> list[M]:
-        # One C-level loop per step (map), not Python bytecode per instance: a page of
-        # hits costs about half as much. Each row dict becomes its instance's __dict__.
         set_dict, set_fields, set_extra, set_private = self._setters  # type: ignore[misc]
-        rows = rows if isinstance(rows, list) else list(rows)
-        n = len(rows)
-        out = list(map(_NEW, repeat(self.model, n)))
-        _consume(map(set_dict, out, rows), 0)
-        _consume(map(set_fields, out, repeat(self._all_set, n)), 0)
-        _consume(map(set_extra, out, repeat(None, n)), 0)
-        _consume(map(set_private, out, repeat(None, n)), 0)
+        new, model, all_set, out = _NEW, self.model, self._all_set, []
+        append = out.append
+        for values in rows:
+            obj = new(model)
+            set_dict(obj, values)
+            set_fields(obj, all_set)
+            set_extra(obj, None)
+            set_private(obj, None)
+            append(obj)
+        return out
+
+    def copies(self, templates: Sequence[dict[str, Any]], key: str, values: Sequence[Any]) -> list[M]:
+        """Instances whose values are `templates[i]` with `key` set to `values[i]` (each
+        gets its own copy of its template: a C-level dict copy, cheaper than building
+        the dict anew). One loop over all of them: the whole page of a batch."""
+        if self._setters is None:
+            return [self.model(**{**t, key: v}) for t, v in zip(templates, values)]
+        set_dict, set_fields, set_extra, set_private = self._setters
+        new, model, all_set, out = _NEW, self.model, self._all_set, []
+        append = out.append
+        for template, value in zip(templates, values):
+            d = template.copy()
+            d[key] = value
+            obj = new(model)
+            set_dict(obj, d)
+            set_fields(obj, all_set)
+            set_extra(obj, None)
+            set_private(obj, None)
+            append(obj)
         return out
 
     def many(self, rows: Iterable[dict[str, Any]]) -> list[M]:
@@ -315,8 +334,8 @@ class BaseRetriever:
             ]
         # A hit's fields but the score are its chunk's: each chunk's are read once (on its
         # first hit) into a template dict, which every later hit copies (a C-level copy)
-        # before its score is put in. The whole batch is made in C-level loops (map):
-        # per hit, Python bytecode would cost more than the engine's search.
+        # before its score is put in; the whole batch in one loop (per query, the Python
+        # calls would cost more than the hits).
         width = max(0, ranked.positions.shape[1] - offset)
         sizes = [min(max(0, n - offset), width) for n in ranked.counts.tolist()]
         if len(sizes) == 1:  # one query (search()): as few numpy calls as possible
@@ -343,9 +362,7 @@ class BaseRetriever:
                     # The key order is the model's field order (repr, iteration).
                     templates[p] = {"doc_id": c.doc_id, "chunk_id": c.id, "score": 0.0, "text": c.text, "title": c.title}
             rows = list(map(templates.__getitem__, flat_positions))
-        rows = list(map(dict.copy, rows))
-        _consume(map(dict.__setitem__, rows, repeat("score"), flat_scores), 0)
-        hits = _new_hit.many(rows)
+        hits = _new_hit.copies(rows, "score", flat_scores)
         if len(sizes) == 1:
             return [hits]
         return [hits[end - n : end] for end, n in zip(accumulate(sizes), sizes)]
