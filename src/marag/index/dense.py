@@ -463,6 +463,8 @@ class DenseRetriever(BaseRetriever):
         want = max(1, min(want, n_chunks))
         fetch = min(n_vectors, math.ceil(want * n_vectors / n_chunks))
         ranked = Ranked(*self._hnsw_chunks(q, fetch, want))
+        if len(q) == 1 and ranked.counts[0] >= want:  # one query (search()), answered
+            return ranked
         short = np.flatnonzero(ranked.counts < want)
         while short.size and fetch < n_vectors:
             fetch = min(n_vectors, fetch * 2)
