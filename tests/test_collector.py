@@ -194,6 +194,21 @@ def test_a_long_evaluation_freezes_what_it_loaded(data_dir, tmp_path):
     try:
         asyncio.run(run_eval(cfg, tmp_path / "run", dataset=ds, llm=ScriptedLLM(fn=lambda messages, output: {"answer": "x"}),
                              index_cache=tmp_path / "ix", progress=False, on_result=on_result))
+        assert gc.get_freeze_count() == 0  # handed back when the run ended
     finally:
         gc.unfreeze()
     assert walked == [False]
+
+
+def test_a_failing_search_leaves_the_collector_on(indexes, queries):
+    retriever = indexes["exact"].retriever("bm25")
+
+    class Broken(type(retriever)):
+        def _rank(self, queries, want):
+            assert not gc.isenabled()  # held while the batch runs
+            raise RuntimeError("engine failed")
+
+    broken = Broken(retriever.chunks, retriever.model)
+    with pytest.raises(RuntimeError):
+        broken.search_batch(queries[:100])
+    assert gc.isenabled()
