@@ -204,7 +204,7 @@ def test_a_failing_search_leaves_the_collector_on(indexes, queries):
     retriever = indexes["exact"].retriever("bm25")
 
     class Broken(type(retriever)):
-        def _rank(self, queries, want):
+        def _search_batch(self, queries, k, offset):
             assert not gc.isenabled()  # held while the batch runs
             raise RuntimeError("engine failed")
 
