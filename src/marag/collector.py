@@ -11,9 +11,10 @@ Two tools:
 
 - `CollectionsHeld`/`held_collections()`: no automatic collection while a block runs.
   A search builds hits that all stay alive (they are the result) and makes no
-  reference cycles, so collecting in the middle of it finds nothing to free; the one
-  young collection the allocations call for is run when the block ends (it walks only
-  the new objects), so the search, not whoever allocates next, pays for it.
+  reference cycles, so collecting in the middle of it finds nothing to free; the young
+  collection the allocations call for (generation 0, or 1 when that is due) is run when
+  the block ends (it walks only young objects), so the search, not whoever allocates
+  next, pays for it; a full collection never starts inside the block.
   Reentrant and safe across threads: the collector is switched back on when the last
   holder leaves, and only if it was on when the first one came in.
 - `freeze_long_lived()`: objects alive now (a loaded index, dataset, models, the
@@ -55,14 +56,23 @@ class CollectionsHeld:
     def __exit__(self, *exc: object) -> None:
         cls = CollectionsHeld
         with cls._lock:
+            if cls._holders > 1 or not cls._resume:
+                cls._holders -= 1
+                return
+        # The last holder, and the collector was on: the young collections the block's
+        # allocations made due run now (rather than at the caller's next allocation), as
+        # the collector would choose them but never a full one; survivors (the hits) move
+        # to an older generation. Still switched off here, so reading the counts (which
+        # allocates) cannot start a collection of its own; the lock is not held, so a
+        # finalizer that searches can enter (it then leaves the switching on to us).
+        count0, count1, _ = gc.get_count()
+        threshold0, threshold1, _ = gc.get_threshold()
+        if count0 > threshold0:
+            gc.collect(1 if count1 > threshold1 else 0)
+        with cls._lock:
             cls._holders -= 1
-            resume = cls._holders == 0 and cls._resume
-            if resume:
+            if cls._holders == 0:
                 gc.enable()
-        # The young collection the block's allocations made due, now rather than at the
-        # caller's next allocation. Survivors (the hits) move to the middle generation.
-        if resume and gc.get_count()[0] > gc.get_threshold()[0]:
-            gc.collect(0)
 
 
 _HELD = CollectionsHeld()
