@@ -1,7 +1,13 @@
 """Retrieval speed against the raw engines, and retrieval quality on real benchmark data.
 
 Speed (default): marag's retrievers against the engines they wrap, on the same texts and
-the same vectors, in one run, as queries/s and ratios (marag / raw; 1.0 = no cost):
+the same vectors, in one run, as queries/s and ratios (marag / raw; 1.0 = no cost), each
+both amortized over all `--rounds` (total time, every pause such as a garbage collection
+included: what a user pays) and for the best round alone, with the full (generation-2)
+garbage collections that started inside each side's rounds. Objects loaded before timing
+are frozen (`gc.freeze`, as `marag eval` does; `--no-freeze` to see the difference):
+otherwise a collection that the raw engine's allocations set off would walk marag's
+loaded index on the raw engine's time.
 
 - BM25: `open_index(dir).retriever("bm25")` after `build_index` (the public path) vs raw
   bm25s (numba backend, Lucene BM25, same k1/b, bm25s's own stemmed tokenizer).
