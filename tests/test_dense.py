@@ -343,23 +343,3 @@ def test_copies_of_a_passage_share_one_vector_and_tie_by_position():
     if importlib.util.find_spec("faiss") is not None:
         hnsw = DenseRetriever.from_chunks(chunks, emb, ann="hnsw")
         assert [h.chunk_id for h in hnsw.search("cats sleep", k=11)] == [f"c{c}#0" for c in expected]
-
-
-@pytest.mark.parametrize("ann", ["exact", "hnsw"])
-def test_large_batches_ranked_in_slices_equal_one_pass(ann):
-    if ann == "hnsw":
-        pytest.importorskip("faiss")
-    vectors = unit_rows(600, 32, seed=3)
-    emb = TableEmbedder(32)
-    r = DenseRetriever(chunks_for(600), vectors, emb, ann=ann)
-    queries = [f"q{i}" for i in range(301)]  # >= pipeline_from: slices on a worker thread
-    assert len(queries) >= r.pipeline_from
-
-    def same(a, b):  # a matrix product over fewer rows may round the last bit otherwise
-        assert [[h.chunk_id for h in hits] for hits in a] == [[h.chunk_id for h in hits] for hits in b]
-        assert np.allclose([h.score for hits in a for h in hits], [h.score for hits in b for h in hits], atol=1e-6)
-
-    for k, offset in ((10, 0), (5, 3)):
-        same(r.search_batch(queries, k=k, offset=offset), r._pages(r._rank(queries, offset + k), offset))
-    sub = r.restrict(np.arange(0, 600, 2))  # a subset is searched exactly, also in slices
-    same(sub.search_batch(queries, k=4), sub._pages(sub._rank(queries, 4)))

@@ -35,7 +35,6 @@ from marag.corpus.models import Chunk
 from marag.errors import IndexFormatError, MaragError
 from marag.index.config import IndexConfig
 from marag.index.embed import Embedder, embedder_info, get_embedder
-from marag.index.base import Hit
 from marag.index.traced import BaseRetriever, Ranked, index_text
 
 VECTORS_FILE = "vectors.npy"
@@ -424,33 +423,10 @@ class DenseRetriever(BaseRetriever):
     def embed_queries(self, queries: list[str]) -> np.ndarray:
         return np.asarray(self.embedder.embed(queries), dtype=np.float32)
 
-    #: Batches of this many queries or more are ranked in slices on a worker thread while
-    #: the calling thread makes the hits of the slices already ranked (the engines
-    #: release the GIL). Smaller ones are not worth the thread.
-    pipeline_from: int = 256
-    pipeline_slices: int = 4
-
-    def _search_batch(self, queries: list[str], k: int, offset: int) -> list[list[Hit]]:
-        want = offset + k
-        if len(queries) < self.pipeline_from:
-            return self._pages(self._rank(queries, want), offset)
-        from concurrent.futures import ThreadPoolExecutor
-
-        q = self.embed_queries(queries)
-        edges = np.linspace(0, len(q), self.pipeline_slices + 1).astype(int).tolist()
-        pages: list[list[Hit]] = []
-        with ThreadPoolExecutor(1) as pool:
-            slices = [pool.submit(self._rank_vectors, q[a:b], want) for a, b in zip(edges, edges[1:]) if a < b]
-            for ranked in slices:
-                pages += self._pages(ranked.result(), offset)
-        return pages
-
     def _rank(self, queries: list[str], want: int) -> Ranked:
-        return self._rank_vectors(self.embed_queries(queries), want)
-
-    def _rank_vectors(self, q: np.ndarray, want: int) -> Ranked:
         from marag.index import _kernels
 
+        q = self.embed_queries(queries)
         if self.hnsw is not None and self._rows is None:
             return self._rank_hnsw(q, want)
         matrix, layout = self._view()
