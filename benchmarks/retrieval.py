@@ -1,7 +1,13 @@
 """Retrieval speed against the raw engines, and retrieval quality on real benchmark data.
 
 Speed (default): marag's retrievers against the engines they wrap, on the same texts and
-the same vectors, in one run, as queries/s and ratios (marag / raw; 1.0 = no cost):
+the same vectors, in one run, as queries/s and ratios (marag / raw; 1.0 = no cost), each
+both amortized over all `--rounds` (total time, every pause such as a garbage collection
+included: what a user pays) and for the best round alone, with the full (generation-2)
+garbage collections that started inside each side's rounds. Objects loaded before timing
+are frozen (`gc.freeze`, as `marag eval` does; `--no-freeze` to see the difference):
+otherwise a collection that the raw engine's allocations set off would walk marag's
+loaded index on the raw engine's time.
 
 - BM25: `open_index(dir).retriever("bm25")` after `build_index` (the public path) vs raw
   bm25s (numba backend, Lucene BM25, same k1/b, bm25s's own stemmed tokenizer).
@@ -40,6 +46,7 @@ dense (long chunks truncated, and read as windows) and hybrid.
 from __future__ import annotations
 
 import argparse
+import gc
 import hashlib
 import importlib.util
 import os
@@ -54,6 +61,7 @@ from typing import Callable
 
 import numpy as np
 
+from marag.collector import freeze_long_lived
 from marag.corpus.models import Chunk
 from marag.index.bm25 import BM25Retriever
 from marag.index.dense import DenseRetriever, Layout, build_hnsw
@@ -255,11 +263,11 @@ def faiss_flat_note(vectors: np.ndarray, qvecs: np.ndarray, repeats: int, n_sing
 
     flat = faiss.IndexFlatIP(vectors.shape[1])
     flat.add(np.ascontiguousarray(vectors, dtype=np.float32))
-    single, batch = best_times(
+    single, batch = timed_rounds(
         [lambda: [flat.search(qvecs[i : i + 1], K) for i in range(n_single)], lambda: flat.search(qvecs, K)], repeats
     )
-    single, batch = n_single / single, len(qvecs) / batch
-    return f"; faiss IndexFlatIP {single:,.0f} / {batch:,.0f} q/s"
+    single, batch = single.per_second(n_single)[0], batch.per_second(len(qvecs))[0]
+    return f"; faiss IndexFlatIP {single:,.0f} / {batch:,.0f} q/s amortized"
 
 
 class RawHNSW:
@@ -276,24 +284,67 @@ class RawHNSW:
 
 
 # -- measuring -------------------------------------------------------------------------------------
-def best_time(fn: Callable[[], object], repeats: int) -> float:
-    """Best of `repeats` runs after a warm-up: the least disturbed by other jobs."""
-    return best_times([fn], repeats)[0]
+@dataclass
+class Timing:
+    """One function's timed rounds (after an untimed warm-up)."""
+
+    best: float  # the fastest round, s
+    total: float  # all rounds, s: what a user running them one after another waits
+    rounds: int
+    full_collections: int  # generation-2 garbage collections that started inside its rounds
+    collection_s: float  # time those took
+
+    def per_second(self, work: int) -> tuple[float, float]:
+        """(amortized, best-round) items per second for `work` items per round."""
+        return work * self.rounds / self.total, work / self.best
 
 
-def best_times(fns: list[Callable[[], object]], repeats: int) -> list[float]:
-    """Best of `repeats` runs of each function after a warm-up, the functions taking
-    turns within each repeat, so a burst of load from other jobs falls on all of them
-    rather than on whichever happened to run then."""
+class _Collections:
+    """Counts full (generation-2) collections, and their time, charged to `current`."""
+
+    def __init__(self, n: int):
+        self.counts, self.seconds, self.current = [0] * n, [0.0] * n, None
+        self._started = 0.0
+
+    def __call__(self, phase: str, info: dict) -> None:
+        if info["generation"] != 2 or self.current is None:
+            return
+        if phase == "start":
+            self._started = time.perf_counter()
+            self.counts[self.current] += 1
+        else:
+            self.seconds[self.current] += time.perf_counter() - self._started
+
+
+def timed_rounds(fns: list[Callable[[], object]], rounds: int) -> list[Timing]:
+    """`rounds` timed runs of each function after a warm-up, the functions taking turns
+    within each round, so a burst of load from other jobs falls on all of them rather
+    than on whichever happened to run then. Each function's total time counts every
+    pause inside its rounds (garbage collections included); its best round does not."""
     for fn in fns:
         fn()
-    best = [float("inf")] * len(fns)
-    for _ in range(repeats):
-        for i, fn in enumerate(fns):
-            t0 = time.perf_counter()
-            fn()
-            best[i] = min(best[i], time.perf_counter() - t0)
-    return best
+    best, total = [float("inf")] * len(fns), [0.0] * len(fns)
+    seen = _Collections(len(fns))
+    gc.callbacks.append(seen)
+    try:
+        for _ in range(rounds):
+            for i, fn in enumerate(fns):
+                seen.current = i
+                t0 = time.perf_counter()
+                fn()
+                dt = time.perf_counter() - t0
+                seen.current = None
+                best[i] = min(best[i], dt)
+                total[i] += dt
+    finally:
+        gc.callbacks.remove(seen)
+    return [Timing(b, t, rounds, c, s) for b, t, c, s in zip(best, total, seen.counts, seen.seconds)]
+
+
+def amortized(fn: Callable[[], object], rounds: int) -> float:
+    """Seconds per round, all rounds counted (pauses included)."""
+    timing = timed_rounds([fn], rounds)[0]
+    return timing.total / timing.rounds
 
 
 @dataclass
@@ -302,7 +353,10 @@ class Row:
     passages: int
     retriever: str
     raw: str
-    speeds: tuple[float, float, float, float]  # q/s: marag single, raw single, marag batch, raw batch
+    # q/s: marag single, raw single, marag batch, raw batch
+    speeds: tuple[float, float, float, float]  # amortized over all rounds (total time)
+    best: tuple[float, float, float, float]  # the best round
+    full_collections: tuple[int, int]  # generation-2 collections inside marag's / raw's rounds
     note: str = ""
 
 
@@ -312,29 +366,54 @@ def measure(
     """q/s of a marag retriever and of the raw engine doing the same work: one query per
     call (the first `--single-queries` queries), then all queries in one call. `raw`
     answers the queries in a slice of corpus.queries."""
-    queries, repeats = corpus.queries, args.repeats
+    queries, rounds = corpus.queries, args.rounds
     n_single = min(len(queries), args.single_queries)
-    times = best_times(
+    if not args.no_freeze:
+        # What is loaded now stays for the whole measurement, as in `marag eval` (which
+        # freezes it too): a full collection walks only what either side allocates.
+        # Without it, marag's searches still set off no collection (they hold them), but
+        # the raw engine's allocations would, and pay for walking marag's loaded index.
+        freeze_long_lived()
+    t = timed_rounds(
         [
             lambda: [retriever.search(q, k=K) for q in queries[:n_single]],
             lambda: [raw(slice(i, i + 1)) for i in range(n_single)],
             lambda: retriever.search_batch(queries, k=K),
             lambda: raw(slice(None)),
         ],
-        repeats,
+        rounds,
     )
-    speeds = (n_single / times[0], n_single / times[1], len(queries) / times[2], len(queries) / times[3])
-    row = Row(corpus.label, len(corpus.chunks), name, raw_name, speeds, note)
+    per = [timing.per_second(n) for timing, n in zip(t, (n_single, n_single, len(queries), len(queries)))]
+    row = Row(
+        corpus.label, len(corpus.chunks), name, raw_name,
+        speeds=tuple(a for a, _ in per), best=tuple(b for _, b in per),  # type: ignore[arg-type]
+        full_collections=(t[0].full_collections + t[2].full_collections, t[1].full_collections + t[3].full_collections),
+        note=note,
+    )
     print(format_row(row), flush=True)
     return row
 
 
 def format_row(r: Row) -> str:
-    single, raw_single, batch, raw_batch = r.speeds
+    def four(v: tuple[float, float, float, float]) -> str:
+        single, raw_single, batch, raw_batch = v
+        return (
+            f"{single:,.0f} | {raw_single:,.0f} | {single / raw_single:.2f} | "
+            f"{batch:,.0f} | {raw_batch:,.0f} | {batch / raw_batch:.2f}"
+        )
+
     return (
-        f"| {r.corpus} | {r.passages:,} | {r.retriever} | {r.raw} | {single:,.0f} | {raw_single:,.0f} | "
-        f"{single / raw_single:.2f} | {batch:,.0f} | {raw_batch:,.0f} | {batch / raw_batch:.2f} | {r.note} |"
+        f"| {r.corpus} | {r.passages:,} | {r.retriever} | {r.raw} | {four(r.speeds)} | {four(r.best)} | "
+        f"{r.full_collections[0]} / {r.full_collections[1]} | {r.note} |"
     )
+
+
+TABLE_HEAD = (
+    "| corpus | passages | retriever | raw engine | marag single q/s | raw single q/s | ratio | marag batch q/s | "
+    "raw batch q/s | ratio | best round: marag single | raw single | ratio | marag batch | raw batch | ratio | "
+    "full collections marag / raw | notes |\n"
+    "|---|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"
+)
 
 
 # -- one corpus, every retriever ---------------------------------------------------------------------
@@ -418,7 +497,7 @@ def speed_corpus(corpus: Corpus, args, work: Path, cache: Path | None) -> list[R
     emb_note = (
         f"{corpus.embedder} {vectors.shape[1]}d; marag holds {len(unique_vectors):,} distinct vectors, "
         f"raw all {len(vectors):,}; query encoding excluded"
-    ) + faiss_flat_note(vectors, qvecs, args.repeats, min(len(queries), args.single_queries))
+    ) + faiss_flat_note(vectors, qvecs, args.rounds, min(len(queries), args.single_queries))
     rows.append(
         measure(corpus, "dense exact", exact, raw_exact.name, lambda s: raw_exact.search(qvecs[s], K), args, emb_note)
     )
@@ -489,31 +568,52 @@ def hnsw_sweep(args, cache: Path | None) -> None:
         f"({len(chunks):,} chunks, {len(vectors):,} windows), {len(queries):,} questions, "
         f"M={args.hnsw_m}, efConstruction={args.ef_construction}\n"
     )
-    print("| efSearch | recall@10 | worst query | batch q/s |")
+    print("| efSearch | recall@10 | worst query | batch q/s (amortized) |")
     print("|---:|---:|---:|---:|")
     kth = np.array([hits[-1].score for hits in exact.search_batch(queries, k=K)])
     for ef in (int(x) for x in args.hnsw_ef.split(",")):
         hnsw = DenseRetriever(chunks, vectors, lookup, ann="hnsw", hnsw=graph, ef_search=ef, layout=layout)
         per_query = tied_recall([[h.score for h in hits] for hits in hnsw.search_batch(queries, k=K)], kth)
-        qps = len(queries) / best_time(lambda: hnsw.search_batch(queries, k=K), args.repeats)
+        qps = len(queries) / amortized(lambda: hnsw.search_batch(queries, k=K), args.rounds)
         print(f"| {ef} | {np.mean(per_query):.4f} | {min(per_query):.1f} | {qps:,.0f} |", flush=True)
 
 
+def machine() -> str:
+    """CPU model and core count, as the kernel reports them."""
+    model = ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return f"{model or 'unknown CPU'}, {os.cpu_count()} cores"
+
+
 def print_speed_table(rows: list[Row], n_queries: int, args, seconds: float) -> None:
+    blas = os.environ.get("OPENBLAS_NUM_THREADS") or os.environ.get("OMP_NUM_THREADS") or "library default"
     print(
-        f"\n## Retrieval speed, marag vs the raw engine (k={K}, best of {args.repeats} runs, "
-        f"{os.cpu_count()} cores shared with other jobs, {seconds:.0f}s in all)\n"
+        f"\n## Retrieval speed, marag vs the raw engine (k={K}, {args.rounds} rounds, amortized and best round, "
+        f"{seconds:.0f}s in all)\n"
     )
     print(
-        f"Queries: {n_queries} HotpotQA and NQ questions. single = one query per call (the first "
-        f"{min(n_queries, args.single_queries)}), batch = all of them in one call; ratio = marag / raw "
-        "(1.0: the wrapper costs nothing).\n"
+        f"Settings: {machine()}; Python {sys.version.split()[0]}; BM25 threads 1 "
+        f"(and {args.bm25_threads} in the rows that say so), BLAS threads {blas}; k={K}; {n_queries} queries "
+        f"(HotpotQA and NQ questions); {args.rounds} timed rounds after one untimed warm-up, marag and the raw "
+        f"engine taking turns in each round; "
+        + ("objects loaded before timing frozen (gc.freeze, as `marag eval` does)." if not args.no_freeze
+           else "nothing frozen (--no-freeze).")
+        + "\n"
     )
     print(
-        "| corpus | passages | retriever | raw engine | marag single q/s | raw single q/s | ratio | "
-        "marag batch q/s | raw batch q/s | ratio | notes |"
+        f"single = one query per call (the first {min(n_queries, args.single_queries)}), batch = all of them in one "
+        "call; ratio = marag / raw (1.0: the wrapper costs nothing). The first six speed columns are amortized: "
+        "all queries of all rounds over the total time of all rounds, every pause (garbage collection, "
+        "other jobs) included; the next six are the best round alone. Full collections: generation-2 garbage "
+        "collections that started inside marag's / the raw engine's timed rounds.\n"
     )
-    print("|---|---:|---|---|---:|---:|---:|---:|---:|---:|---|")
+    print(TABLE_HEAD)
     for r in rows:
         print(format_row(r))
 
@@ -614,7 +714,10 @@ def main(argv: list[str] | None = None) -> None:
                     help="comma-separated: pools, pools-dup, tiled, tiled-dup, synthetic")
     ap.add_argument("--passages", type=int, default=200_000, help="size of the tiled and synthetic corpora")
     ap.add_argument("--single-queries", type=int, default=200, help="queries timed one per call")
-    ap.add_argument("--repeats", type=int, default=5, help="timed runs per measurement (the best counts)")
+    ap.add_argument("--rounds", "--repeats", dest="rounds", type=int, default=5,
+                    help="timed rounds per measurement (reported amortized over all rounds, and the best round)")
+    ap.add_argument("--no-freeze", action="store_true",
+                    help="do not freeze the objects loaded before timing (gc.freeze); full collections then walk them")
     ap.add_argument("--seed", type=int, default=13)
     ap.add_argument("--embedder", default="auto",
                     help="dense embedder of the tiled corpora (auto: wordllama if installed, else hashing; "

@@ -243,6 +243,9 @@ def test_threaded_batches_equal_one_thread(hotpot):
     assert [[(h.chunk_id, h.score) for h in hits] for hits in two.search_batch(many, k=5)] == [
         [(h.chunk_id, h.score) for h in hits] for hits in one.search_batch(many, k=5)
     ]
+    # slices of uneven size, each made into hits while the threads rank the next ones
+    assert two.search_batch(many[:151], k=5, offset=3) == one.search_batch(many[:151], k=5, offset=3)
+    assert all(np.array_equal(a, b) for a, b in zip(two._rank(many, 7)[:3], one._rank(many, 7)[:3]))
 
 
 def test_a_step_outside_any_trace_still_collects_its_searches(small):

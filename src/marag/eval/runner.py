@@ -23,6 +23,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 from tqdm.auto import tqdm
 
+from marag.collector import freeze_long_lived, thaw
 from marag.corpus.models import Question
 from marag.errors import MaragError, MaragWarning
 from marag.eval.attribution import attribute, outcome_of
@@ -318,6 +319,10 @@ async def run_eval(
 
     retriever, doc_collections = prepare_retrieval(cfg, ds, index_cache, progress) if todo else (None, None)
     strategies = {s: make_strategy(s, llm, retriever, settings[s]) for s in cfg.strategies} if todo and executor == "local" else {}
+    if todo:
+        # What is loaded now (dataset, index, models, libraries) lives for the whole run:
+        # frozen, no collection walks it again (a full one took ~0.15 s per 600 answers).
+        freeze_long_lived()
 
     write_lock = asyncio.Lock()
     bar = tqdm(total=len(todo), desc=f"eval {ds.name}", disable=not progress, unit="q")
@@ -356,6 +361,8 @@ async def run_eval(
             await asyncio.gather(*(one(s, q) for s, q in todo))
     finally:
         bar.close()
+        if todo:
+            thaw()  # what the run loaded and dropped is freed by the next full collection
     return run_dir
 
 

@@ -415,15 +415,15 @@ def dense_topk(scores, windows, texts, want, cuts):
 
 
 @jit
-def pool_candidates(ids, dists, row_text, texts, text_chunks_ptr, text_chunks, want):
+def pool_candidates(ids, dists, row_text, texts, text_chunks_ptr, text_chunks, want, best):
     """Approximate-search candidates (vector rows, -1 = none) -> the best `want` chunks:
     a text scores its best row among the candidates, every chunk with that text gets its
-    score, ties by position."""
+    score, ties by position. `best` (one entry per text, all -inf) is scratch space,
+    left all -inf again: filling one per call cost more than the search on 200k texts."""
     n_rows = ids.shape[0]
     out_pos = np.full((n_rows, want), -1, np.int64)
     out_scores = np.zeros((n_rows, want), dists.dtype)
     counts = np.zeros(n_rows, np.int64)
-    best = np.full(len(text_chunks_ptr) - 1, -np.inf, dists.dtype)
     touched = np.empty(ids.shape[1], np.int64)
     heap_keys = np.empty(want, dists.dtype)
     heap_pos = np.empty(want, np.int64)

@@ -23,6 +23,7 @@ import numpy as np
 
 from marag.corpus.models import Chunk
 from marag.errors import IndexFormatError
+from marag.index.base import Hit
 from marag.index.traced import BaseRetriever, Ranked, index_text
 
 if TYPE_CHECKING:
@@ -218,9 +219,9 @@ class BM25Retriever(BaseRetriever):
     def _rank(self, queries: list[str], want: int) -> Ranked:
         return self.rank_counted(queries, want)[0]
 
-    def rank_counted(self, queries: list[str], want: int) -> tuple[Ranked, np.ndarray]:
-        """`_rank`, plus per query (postings read, postings its terms have): how much
-        dynamic pruning saved (see marag.index._kernels)."""
+    def _kernel(self, queries: list[str], want: int):
+        """(run, slices): run((a, b)) ranks queries a..b-1 as (positions, scores, counts,
+        work) arrays; slices cover the batch, one per thread."""
         from marag.index import _kernels
 
         flat, pointers = self._query_terms(queries)
@@ -236,20 +237,41 @@ class BM25Retriever(BaseRetriever):
             self._term_max(),
             self.prune_from,
         )
-        parts = self._split(len(queries))
-        if len(parts) == 1:
-            *ranked, work = _kernels.bm25_topk(flat, pointers, *args)
-            return Ranked(*ranked), work
-        # The kernel releases the GIL, so slices of one batch run on several cores.
-        from concurrent.futures import ThreadPoolExecutor
 
         def run(bounds: tuple[int, int]):
             a, b = bounds
             return _kernels.bm25_topk(flat, pointers[a : b + 1], *args)
 
+        return run, self._split(len(queries))
+
+    def rank_counted(self, queries: list[str], want: int) -> tuple[Ranked, np.ndarray]:
+        """`_rank`, plus per query (postings read, postings its terms have): how much
+        dynamic pruning saved (see marag.index._kernels)."""
+        run, parts = self._kernel(queries, want)
+        if len(parts) == 1:
+            *ranked, work = run(parts[0])
+            return Ranked(*ranked), work
+        # The kernel releases the GIL, so slices of one batch run on several cores.
+        from concurrent.futures import ThreadPoolExecutor
+
         with ThreadPoolExecutor(len(parts)) as pool:
             *ranked, work = (np.concatenate(arrays) for arrays in zip(*pool.map(run, parts)))
         return Ranked(*ranked), work
+
+    def _search_batch(self, queries: list[str], k: int, offset: int) -> list[list[Hit]]:
+        run, parts = self._kernel(queries, offset + k)
+        if len(parts) == 1:
+            return self._pages(Ranked(*run(parts[0])[:3]), offset)
+        # Several threads: twice as many slices as threads, and each slice's hits are made
+        # (holding the GIL) while the threads rank the slices after it (not holding it).
+        from concurrent.futures import ThreadPoolExecutor
+
+        slices = [half for a, b in parts for half in ((a, (a + b) // 2), ((a + b) // 2, b)) if half[0] < half[1]]
+        pages: list[list[Hit]] = []
+        with ThreadPoolExecutor(len(parts)) as pool:
+            for ranked in [pool.submit(run, bounds) for bounds in slices]:
+                pages += self._pages(Ranked(*ranked.result()[:3]), offset)
+        return pages
 
     def _term_max(self) -> np.ndarray:
         """Each term's best score in any chunk: the bounds that dynamic pruning needs."""

@@ -219,6 +219,7 @@ class DenseRetriever(BaseRetriever):
             self._check_embedder(self._slot.embedder)
         self._hnsw_maps: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # made on first use
         self._search_params: dict[int, Any] = {}  # efSearch -> faiss parameters
+        self._hnsw_scratch = threading.local()  # per thread: one -inf per text (see pool_candidates)
         self._rows: np.ndarray | None = None
         self._sub: tuple[np.ndarray, Layout] | None = None
         self._sub_lock = threading.Lock()
@@ -462,6 +463,8 @@ class DenseRetriever(BaseRetriever):
         want = max(1, min(want, n_chunks))
         fetch = min(n_vectors, math.ceil(want * n_vectors / n_chunks))
         ranked = Ranked(*self._hnsw_chunks(q, fetch, want))
+        if len(q) == 1 and ranked.counts[0] >= want:  # one query (search()), answered
+            return ranked
         short = np.flatnonzero(ranked.counts < want)
         while short.size and fetch < n_vectors:
             fetch = min(n_vectors, fetch * 2)
@@ -482,4 +485,7 @@ class DenseRetriever(BaseRetriever):
         if params is None:  # made once per efSearch value: building one costs ~10 us
             params = self._search_params[ef] = import_faiss().SearchParametersHNSW(efSearch=ef)
         dist, ids = self.hnsw.search(q, fetch, params=params)
-        return _kernels.pool_candidates(ids, dist, row_texts, self.layout.texts, ptr, text_chunks, want)
+        best = getattr(self._hnsw_scratch, "best", None)
+        if best is None or best.dtype != dist.dtype:
+            best = self._hnsw_scratch.best = np.full(self.layout.n_texts, -np.inf, dist.dtype)
+        return _kernels.pool_candidates(ids, dist, row_texts, self.layout.texts, ptr, text_chunks, want, best)

@@ -20,16 +20,20 @@ from __future__ import annotations
 
 import copy
 import time
+from itertools import accumulate
 from typing import Any, Callable, Iterable, NamedTuple, Sequence, TypeVar
 
 import numpy as np
 from pydantic import BaseModel
 
+from marag.collector import held_collections
 from marag.corpus.models import Chunk
 from marag.index.base import Hit
 from marag.trace.records import SearchCall, _current_step, current_trace, record_search
 
 M = TypeVar("M", bound=BaseModel)
+_NEW = object.__new__
+_HELD = held_collections()
 
 
 def index_text(chunk: Chunk) -> str:
@@ -95,11 +99,31 @@ class TrustedConstructor:
 
     def _fast(self, rows: Iterable[dict[str, Any]]) -> list[M]:
         set_dict, set_fields, set_extra, set_private = self._setters  # type: ignore[misc]
-        new, model, all_set, out = object.__new__, self.model, self._all_set, []
+        new, model, all_set, out = _NEW, self.model, self._all_set, []
         append = out.append
         for values in rows:
             obj = new(model)
             set_dict(obj, values)
+            set_fields(obj, all_set)
+            set_extra(obj, None)
+            set_private(obj, None)
+            append(obj)
+        return out
+
+    def copies(self, templates: Sequence[dict[str, Any]], key: str, values: Sequence[Any]) -> list[M]:
+        """Instances whose values are `templates[i]` with `key` set to `values[i]` (each
+        gets its own copy of its template: a C-level dict copy, cheaper than building
+        the dict anew). One loop over all of them: the whole page of a batch."""
+        if self._setters is None:
+            return [self.model(**{**t, key: v}) for t, v in zip(templates, values)]
+        set_dict, set_fields, set_extra, set_private = self._setters
+        new, model, all_set, out = _NEW, self.model, self._all_set, []
+        append = out.append
+        for template, value in zip(templates, values):
+            d = template.copy()
+            d[key] = value
+            obj = new(model)
+            set_dict(obj, d)
             set_fields(obj, all_set)
             set_extra(obj, None)
             set_private(obj, None)
@@ -207,9 +231,9 @@ class BaseRetriever:
         self.name = name or self.kind
         # None = every chunk; otherwise a boolean mask over chunk positions.
         self._allowed: np.ndarray | None = None
-        # Per chunk position: its hit's fields, read on first use (see _pages). Restricted
-        # copies share the list.
-        self._templates: list[tuple[str, str, str, str] | None] | None = None
+        # Per chunk position: its hit's fields as a dict, made on first use (see _pages).
+        # Restricted copies share the list.
+        self._templates: list[dict[str, Any] | None] | None = None
 
     # -- to implement (one of the two) ---------------------------------------------------
     def _rank(self, queries: list[str], want: int) -> Ranked:
@@ -238,11 +262,19 @@ class BaseRetriever:
                 raise TypeError(f"queries must be strings, got {type(q).__name__}")
         if not queries:
             return []
+        # The hits (and trace records) of a batch all stay alive and form no cycles: a
+        # collection in the middle of making them would free nothing, and a full one walks
+        # every object in the process (see marag.collector). Single searches too: one that
+        # happened to set off a full collection cost a round of 200 of them 4x its time.
+        with _HELD:
+            return self._timed(queries, int(k), int(offset))
+
+    def _timed(self, queries: list[str], k: int, offset: int) -> list[list[Hit]]:
         t0, wall = time.perf_counter(), time.time()
-        results = self._search_batch(queries, int(k), int(offset))
+        results = self._search_batch(queries, k, offset)
         if recording():
             # A batch runs as one computation; each query is charged an equal share of it.
-            self._record(queries, int(k), int(offset), results, (time.perf_counter() - t0) / len(queries), wall)
+            self._record(queries, k, offset, results, (time.perf_counter() - t0) / len(queries), wall)
         return results
 
     def _record(self, queries: list[str], k: int, offset: int, results: list[list[Hit]], latency: float, started: float = 0.0) -> None:
@@ -291,11 +323,11 @@ class BaseRetriever:
     def _pages(self, ranked: Ranked, offset: int = 0) -> list[list[Hit]]:
         """Each query's hits in `ranked`, from rank `offset` on: made in one pass over the
         whole batch (per query, the Python calls would cost more than the hits)."""
-        counts = ranked.counts.tolist()
-        # tolist() turns numpy scalars into Python ints and floats in one call.
-        positions = ranked.positions[:, offset:].tolist()
-        scores = ranked.scores[:, offset:].tolist()
         if ranked.extra:
+            # tolist() turns numpy scalars into Python ints and floats in one call.
+            counts = ranked.counts.tolist()
+            positions = ranked.positions[:, offset:].tolist()
+            scores = ranked.scores[:, offset:].tolist()
             size = len(self.chunks)
             return [
                 [
@@ -304,27 +336,40 @@ class BaseRetriever:
                 ]
                 for ps, ss, n in zip(positions, scores, counts)
             ]
-        # A hit's fields but the score are its chunk's: they are read once per chunk (on
-        # its first hit), which costs half of reading a pydantic Chunk's attributes again
-        # for every hit.
+        # A hit's fields but the score are its chunk's: each chunk's are read once (on its
+        # first hit) into a template dict, which every later hit copies (a C-level copy)
+        # before its score is put in; the whole batch in one loop (per query, the Python
+        # calls would cost more than the hits).
+        width = max(0, ranked.positions.shape[1] - offset)
+        sizes = [min(max(0, n - offset), width) for n in ranked.counts.tolist()]
+        if len(sizes) == 1:  # one query (search()): as few numpy calls as possible
+            flat_positions = ranked.positions[0, offset : offset + sizes[0]].tolist()
+            flat_scores = ranked.scores[0, offset : offset + sizes[0]].tolist()
+        elif min(sizes) == width:
+            flat_positions = ranked.positions[:, offset:].ravel().tolist()
+            flat_scores = ranked.scores[:, offset:].ravel().tolist()
+        else:
+            valid = np.arange(width) < np.array(sizes)[:, None]
+            flat_positions = ranked.positions[:, offset:][valid].tolist()
+            flat_scores = ranked.scores[:, offset:][valid].tolist()
+        if not flat_positions:
+            return [[] for _ in sizes]
         if self._templates is None:
             self._templates = [None] * len(self.chunks)
-        templates, chunks, rows, sizes = self._templates, self.chunks, [], []
-        for ps, ss, n in zip(positions, scores, counts):
-            n = max(0, n - offset)
-            sizes.append(n)
-            for p, s in zip(ps[:n], ss):
-                fields = templates[p]
-                if fields is None:
+        templates = self._templates
+        rows = list(map(templates.__getitem__, flat_positions))
+        if None in rows:
+            chunks = self.chunks
+            for p in set(flat_positions):
+                if templates[p] is None:
                     c = chunks[p]
-                    fields = templates[p] = (c.doc_id, c.id, c.text, c.title)
-                rows.append({"doc_id": fields[0], "chunk_id": fields[1], "score": s, "text": fields[2], "title": fields[3]})
-        hits = _new_hit.many(rows)
-        out, start = [], 0
-        for n in sizes:
-            out.append(hits[start : start + n])
-            start += n
-        return out
+                    # The key order is the model's field order (repr, iteration).
+                    templates[p] = {"doc_id": c.doc_id, "chunk_id": c.id, "score": 0.0, "text": c.text, "title": c.title}
+            rows = list(map(templates.__getitem__, flat_positions))
+        hits = _new_hit.copies(rows, "score", flat_scores)
+        if len(sizes) == 1:
+            return [hits]
+        return [hits[end - n : end] for end, n in zip(accumulate(sizes), sizes)]
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r}, chunks={self.size})"
