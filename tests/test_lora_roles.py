@@ -39,7 +39,12 @@ class FakeServer:
     def handle_chat_completions(self, request, on_chunk=None):
         self.requests.append(request)
         schema = json.loads(request["grammar"].split("%json ", 1)[1])
-        text = json.dumps(mrag_reply(schema.get("title", "")))
+        name = schema.get("title", "")
+        if name == "PageJudgement":  # one judgement per document of the page
+            reply = {"judgements": [mrag_reply("Judgement")] * schema["properties"]["judgements"]["minItems"]}
+        else:
+            reply = mrag_reply(name)
+        text = json.dumps(reply)
         chunk = {"choices": [{"delta": {"content": text}, "finish_reason": "stop"}], "usage": {"prompt_tokens": 10, "completion_tokens": 5}}
         on_chunk(chunk)
 

@@ -9,14 +9,18 @@ import asyncio
 import json
 
 import pytest
+from judging import judge_page
 
 from marag.errors import MaragError
 from marag.llm import ScriptedLLM
+from marag.agents.mrag import Judgement
 from marag.train import TrainConfig, combine, examples, export, reference_reward, reward, reward_spread, sample, select, select_file
 
 
 def mrag_script(messages, output):
     name = output.__name__
+    if name == "PageJudgement":  # one judgement per document of the page
+        return judge_page(lambda doc: mrag_script(messages, Judgement), messages[-1]["content"])
     return {
         "CoordinatorDecision": {"agent": "finisher", "input": "", "reason": "done?"},
         "Query": {"query": "the question"},
