@@ -102,10 +102,39 @@ def test_no_information_found_leads_to_a_new_query(retriever):
             return {"found": False, "evidence": []}
         return reflect_facts(user)
 
-    ans = run("unirag", script(planner, reflector), retriever)
+    ans = run("unirag", script(planner, reflector), retriever, {"evidence_floor": 0})
     assert [s.inputs["query"] for s in ans.trace.steps if s.agent == "search"] == ["herring North Sea", "Maren Holt Brekke"]
     assert "Evidence: No information found" in ans.trace.steps[-1].outputs["chain"]
     assert ans.answer == "Brekke"
+
+
+def test_a_search_with_no_evidence_keeps_its_top_documents_as_evidence(retriever):
+    """What the reference model's reflector did: "nothing found" for documents that hold
+    the answer. The evidence floor (ours) keeps the search's top 2 documents, clipped, so
+    the final answer reads them, and they are the answer's sources."""
+
+    def planner(user):
+        if "Evidence:" in user:
+            return {"thought": "enough", "action": "final_answer", "query": ""}
+        return {"thought": "find the novel", "action": "search", "query": "Salt Winter novel author"}
+
+    llm = script(planner, reflector=lambda user: {"found": False, "evidence": []}, answer=lambda u: {"answer": "Maren Holt" if "Maren Holt" in u else "?"})
+    ans = run("unirag", llm, retriever, {"k": 3})
+    floor = next(s for s in ans.trace.steps if s.agent == "evidence_floor")
+    assert len(floor.outputs["chunk_ids"]) == 2 and "salt-winter#0" in floor.outputs["chunk_ids"]
+    assert [s.chunk_id for s in ans.sources] == floor.outputs["chunk_ids"] and ans.answer == "Maren Holt"
+    assert "No information found" not in ans.trace.steps[-1].outputs["chain"]
+    # the paper's agent: no evidence is no evidence
+    ans = run("unirag", script(planner, reflector=lambda user: {"found": False, "evidence": []}), retriever, {"paper": True})
+    assert not ans.sources and "evidence_floor" not in roles(ans)
+
+
+def test_a_planner_that_repeats_itself_when_asked_again_goes_to_the_final_answer(retriever):
+    ans = run("unirag", script(lambda user: {"thought": "again", "action": "search", "query": "Salt Winter author"}), retriever)
+    assert [s.inputs["query"] for s in ans.trace.steps if s.agent == "search"] == ["Salt Winter author"]
+    guards = [s.inputs["rule"] for s in ans.trace.steps if s.agent == "guard"]
+    assert guards == ["repeated query", "repeated query after asking again: answer now"]
+    assert roles(ans)[-2:] == ["final_answer", "working_memory"]
 
 
 def test_the_search_budget_forces_the_final_answer(retriever):

@@ -20,10 +20,13 @@ from the question, searched and reflected, then one answer) and `unirag_1search`
 
 Our additions (each off with `paper=true`): the search memory (a search returns only
 documents no earlier search of the question returned; a query that repeats an earlier
-one is sent back to the planner once, `marag.index.memory`), queries cleaned of copied
-bookkeeping, and `search_first` (a final answer before any search is turned into a
-search for the question, recorded as a guard step: small models answer at once from
-nothing). `paper=true` also selects the paper's retrieval, the top 12 of re-ranked
+one is sent back to the planner once, and a planner that repeats itself again goes to
+the final answer, `marag.index.memory`), queries cleaned of copied bookkeeping,
+`search_first` (a final answer before any search is turned into a search for the
+question, recorded as a guard step: small models answer at once from nothing), and the
+`evidence_floor` (a search whose reflection gives no evidence keeps its top 2 documents,
+clipped, as evidence: small models' reflectors say "nothing found" to documents that
+hold the answer). `paper=true` also selects the paper's retrieval, the top 12 of re-ranked
 candidates (`PAPER_DEFAULTS`; ours: the top 8 as retrieved).
 """
 
@@ -58,7 +61,7 @@ from marag.strategies.base import STRATEGIES, AnsweringConfig, PaperSwitch, Stra
 from marag.trace import record_read, step
 
 ROLES = ("planner", "queries", "reflector", "final_answer")  # the agents' names, as traces record them
-PAPER_SETTINGS: dict[str, Any] = {"memory": False, "clean_queries": False, "search_first": False}
+PAPER_SETTINGS: dict[str, Any] = {"memory": False, "clean_queries": False, "search_first": False, "evidence_floor": 0}
 # The paper's retrieval, which `paper=true` also selects: not additions, but our defaults
 # show fewer documents per search (8, not re-ranked), which a small local model reads better.
 PAPER_DEFAULTS: dict[str, Any] = {"k": 12, "rerank": True}
@@ -75,11 +78,15 @@ class UniRAGConfig(PaperSwitch, AnsweringConfig):
     rerank: bool = False  # re-rank `rerank_depth` candidates by embedding similarity
     rerank_depth: int = Field(default=30, ge=1, le=200)
     raw_doc_chars: int = Field(default=300, ge=50)  # without the reflector: each document's share of memory
-    doc_chars: int | None = Field(default=1200, ge=100)  # each document as the reflector reads it
+    doc_chars: int | None = Field(default=600, ge=100)  # each document as the reflector reads it
     paper: bool = False  # only the paper's behaviour: PAPER_SETTINGS
     memory: bool = True
     clean_queries: bool = True
     search_first: bool = True
+    # when the reflector finds no evidence in a search, its top N documents (clipped to
+    # raw_doc_chars) stand in (ours: the 0.5B reference model's reflector answered "nothing
+    # found" to 8 of 8 searches of a question whose first search held both gold documents)
+    evidence_floor: int = Field(default=2, ge=0, le=20)
     temperature: float = 0.0
     # per role, e.g. self-training samples the planner and reflector at 0.7 and the final answer at 0.1
     role_temperatures: dict[str, float] = Field(default_factory=dict)
@@ -135,6 +142,12 @@ class UniRAG(Strategy):
                     g.status = "refused"
                 plan = await self._call(Planner(), plan_in.model_copy(update={"used": list(memory.queries)}))
                 query = self._query(plan.query)
+                if plan.action == "search" and query and memory.near_duplicate(query):
+                    # asked again, it repeats itself: nothing new is left to search for
+                    with step("guard", rule="repeated query after asking again: answer now", query=query) as g:
+                        g.status = "refused"
+                    steps.append(MemoryStep(thought=plan.thought, action="final_answer"))
+                    return
             if plan.action == "final_answer":
                 if searches or not cfg.search_first:
                     steps.append(MemoryStep(thought=plan.thought, action="final_answer"))
@@ -176,6 +189,12 @@ class UniRAG(Strategy):
                     h = hits[f.doc - 1]
                     evidence.append(Evidence(source=h.chunk_id, text=f.text.strip()))
                     cited.setdefault(h.chunk_id, h)
+            if not evidence and cfg.evidence_floor and hits:
+                floor = hits[: cfg.evidence_floor]
+                with step("evidence_floor", query=plan.query) as g:
+                    g.outputs = {"chunk_ids": [h.chunk_id for h in floor]}
+                evidence = [Evidence(source=h.chunk_id, text=doc_from_hit(h, cfg.raw_doc_chars).text) for h in floor]
+                cited.update((h.chunk_id, h) for h in floor)
         return MemoryStep(thought=plan.thought, action="search", query=plan.query, evidence=evidence)
 
     def _reranker(self) -> EmbeddingReranker:
