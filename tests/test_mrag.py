@@ -677,3 +677,27 @@ def test_the_no_progress_guard_never_searches_past_the_searcher_cap_nor_for_an_o
     assert ran.count("searcher") == 2 and ran[-1] == "finisher" and ans.answer == "Ada Lovelace"
     steers = [s.outputs for s in ans.trace.steps if s.agent == "guard"]
     assert steers and all(o["agent"] != "searcher" for o in steers)
+
+
+def test_the_answerer_reads_what_vanilla_rag_reads_whole_and_nearest_the_question(retriever):
+    """An agent that holds the documents vanilla_rag reads must not read them worse: with
+    more documents in S, the first query's top two (vanilla_rag's k=2 when the query is
+    the question) are shown whole and printed last, right before the request, as
+    vanilla_rag's answerer shows its passages."""
+    q = "Who is often called the first computer programmer?"
+    script = Script(
+        CoordinatorDecision=[coord("searcher", q), coord("searcher", "Grace Hopper"), coord("answerer"), coord("finisher")],
+        Query=[{"query": q}, {"query": "Grace Hopper compiler"}],
+        Judgement=lambda user: {"explanation": "yes", "fact": "", "relevant": True},
+        Move=lambda _: move("continue"),
+        AnswerOutput=lambda _: {"answer": "Ada Lovelace"},
+    )
+    llm = ScriptedLLM(fn=script)
+    ans = run(MRAG(llm, retriever), q)
+    vanilla = retriever.search(q, 2)
+    assert len(ans.sources) > 2 and [s.chunk_id for s in ans.sources[:2]] == [h.chunk_id for h in vanilla]
+    prompt = next(c for c in llm.calls if c.output_model.__name__ == "AnswerOutput").messages[-1]["content"]
+    blocks = prompt.split("Documents:\n\n", 1)[1].split("\n\nQuestion:", 1)[0].split("\n\n[")
+    last_two = "\n\n[".join(blocks[-2:])
+    for h in vanilla:  # whole, and among the two printed nearest the question
+        assert " ".join(h.text.split()) in " ".join(last_two.split())
