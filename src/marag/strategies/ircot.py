@@ -59,21 +59,23 @@ class IRCoT(Strategy):
             docs = [doc_from_hit(h, cfg.doc_chars) for h in collected.values()]
             out = await Thinker(cfg.style())(self.llm, ThinkInput(question=question, documents=docs, chain=chain), cfg.temperature, cfg.seed)
             sentence = " ".join(out.sentence.split())
-            if out.answer.strip():
-                chain += [sentence] if sentence else []
+            new = bool(sentence) and sentence not in chain
+            if new:
+                chain.append(sentence)
+            if out.answer.strip():  # the chain reached the answer
                 answer = out.answer.strip()
                 break
-            if not sentence or sentence in chain:  # no new step: reasoning is stuck
+            if not new:  # no new step: reasoning is stuck
                 break
-            chain.append(sentence)
             await self._retrieve(clean_query(sentence), collected)
+        by_chain = bool(answer)
         if not answer:
             with grace(), step("reader", chain=render_chain(chain)):
                 passages = [Passage(title=h.title, text=h.text) for h in collected.values()]
                 note = f"{question}\n(Reasoning so far: {render_chain(chain)})" if chain else question
                 answer = (await Answerer(cfg.style())(self.llm, AnswerInput(question=note, passages=passages), cfg.temperature, cfg.seed)).answer
         with step("budget") as s:
-            s.outputs = {"reasoning_steps": len(chain), "paragraphs": len(collected), "answered_by_chain": bool(chain) and answer != ""}
+            s.outputs = {"reasoning_steps": len(chain), "paragraphs": len(collected), "answered_by_chain": by_chain}
         return answer, list(collected.values())
 
     async def _retrieve(self, query: str, collected: dict[str, Hit]) -> None:
