@@ -36,6 +36,8 @@ def test_each_cause_by_hand():
     assert attribute(outcome(read_docs=["Herring"])) == "retrieval_miss"
     assert attribute(outcome(source_text="Maren Holt grew up in Brekke, a village.")) == "answer_not_extracted"
     assert attribute(outcome()) == "reading_miss"
+    # a yes/no answer is a judgement, not a span: "no" in the sources says nothing
+    assert attribute(outcome(answers=["no"], prediction="yes", source_text="no one knows")) == "reading_miss"
     assert attribute(outcome(gold_docs=[])) == "wrong"  # no gold documents: retrieval cannot be told from reading
     assert attribute(outcome(retrieves=False, read_docs=[])) == "wrong"
 

@@ -13,7 +13,7 @@ The causes, checked in this order (the first that holds is the cause):
 | `budget_stop` | the question's hard budget (calls, tokens or the deadline) stopped the strategy, or it answered only after its own budget ran out |
 | `protocol_failure` | no usable answer (empty, or the answering step fell back), or more than a quarter of the strategy's steps were fallbacks or refusals (unusable model outputs, rejected queries) |
 | `retrieval_miss` | no gold document among what the strategy read |
-| `answer_not_extracted` | a gold answer occurs in the text the answer was written from (its sources), but the answer does not give it |
+| `answer_not_extracted` | a gold answer occurs in the text the answer was written from (its sources), but the answer does not give it (not for yes/no answers) |
 | `reading_miss` | a gold document was read, and the answer is still wrong |
 | `wrong` | wrong, and the causes above that need gold documents do not apply (no gold documents in the dataset, or a strategy that does not retrieve): n/a |
 """
@@ -24,7 +24,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from marag.agents.answerer import FALLBACK_ANSWER
-from marag.eval.metrics.lexical import contains_answer, max_token_f1
+from marag.eval.metrics.lexical import contains_answer, max_token_f1, normalize_answer
 
 CAUSES = (
     "correct",
@@ -38,6 +38,7 @@ CAUSES = (
 )
 FAILURES = CAUSES[1:]
 CORRECT_F1 = 0.5  # an answer with at least this token F1 counts as correct (with accuracy 1)
+_NOT_SPANS = frozenset({"yes", "no"})  # answers that are judgements, not spans to extract
 PROTOCOL_SHARE = 0.25  # fallback or refused steps above this share of all steps: a protocol failure
 
 # Steps that are the framework's own bookkeeping, not model work: left out of the share.
@@ -81,7 +82,8 @@ def attribute(o: Outcome) -> str:
         return "wrong"
     if not set(o.gold_docs) & set(o.read_docs):
         return "retrieval_miss"
-    if o.answers and contains_answer(o.source_text, o.answers):
+    spans = [a for a in o.answers if normalize_answer(a) not in _NOT_SPANS]  # "yes" is in any text
+    if spans and contains_answer(o.source_text, spans):
         return "answer_not_extracted"
     return "reading_miss"
 
