@@ -7,7 +7,7 @@ pool, n, and per strategy EM, F1, accuracy, recall of the gold documents in what
 strategy read (`retrieval_recall`) and in its sources (`sources_recall`), LLM calls
 (mean and median), prompt and completion tokens, seconds per question, questions
 stopped by the question budget (and by the deadline among them), and the failure
-attribution (`marag.eval.attribution`); then the paired difference of each strategy
+attribution (`marag.eval.attribution`); the cost per correct answer; then the paired difference of each strategy
 from the baseline (bootstrap 95% interval, `*` where it excludes 0) on the questions
 both answered. Markdown, ready for RESULTS.md. Reads only the run directories.
 """
@@ -21,7 +21,7 @@ from collections import Counter
 from pathlib import Path
 
 from marag.eval.attribution import CAUSES, cause_of_record
-from marag.eval.report import Run, common_questions, metric_values, paired_cell
+from marag.eval.report import Run, common_questions, cost_per_correct, metric_values, paired_cell
 
 METRICS = ["em", "f1", "accuracy", "retrieval_recall", "sources_recall"]
 
@@ -96,6 +96,8 @@ def table(run: Run, baseline: str) -> str:
                 continue
             cells = [name] + [paired_cell(rs, base, m, with_n=False) for m in METRICS]
             lines.append("| " + " | ".join(cells) + " |")
+    # what a correct answer cost, beside the per-question cost above (the report's own section)
+    lines += [""] + cost_per_correct(groups)
     return describe(run) + "\n\n" + "\n".join(lines)
 
 
