@@ -82,3 +82,30 @@ def test_the_report_counts_causes_lists_questions_and_prices_a_correct_answer(tm
     per_correct = text[text.index("### Cost per correct answer"):]
     # vanilla_rag: 2 calls for 1 correct answer; mrag: 30 calls for 2
     assert "| vanilla_rag | 1/2 | 2.0 | 200.0 |" in per_correct and "| mrag | 2/2 | 15.0 | 1,500.0 |" in per_correct
+
+
+def test_a_yes_no_gold_is_the_answers_first_word():
+    # "no" occurs in a reply that gives no verdict: containment and token F1 (0.5) would count it
+    assert attribute(outcome(answers=["no"], prediction="No information found.")) == "correct"  # first word: a verdict
+    assert attribute(outcome(answers=["no"], prediction="There is no information about it.")) == "reading_miss"
+    assert attribute(outcome(answers=["no"], prediction="Information: no")) == "reading_miss"
+    assert attribute(outcome(answers=["yes"], prediction="Yes, both are board games.")) == "correct"
+    # a stored 'correct' from before the rule is re-decided; other stored causes stand
+    old = {"prediction": "There is no record.", "answers": ["no"], "gold_doc_ids": GOLD, "cause": "correct",
+           "retrieved_doc_ids": ["Herring"]}  # fmt: skip
+    assert cause_of_record(old) == "retrieval_miss"
+    assert cause_of_record({**old, "prediction": "No.", "cause": "correct"}) == "correct"
+    assert cause_of_record({**old, "cause": "budget_stop"}) == "budget_stop"
+
+
+def test_the_framework_ending_a_searcher_run_is_not_counted_as_a_bad_model_step():
+    from marag.eval.attribution import outcome_of
+    from marag.strategies.base import Answer
+    from marag.trace.records import Step, Trace
+
+    # one rejected query (the model's), then the framework ends the run: 1 bad step of 4, not 2 of 5
+    steps = [Step(agent="coordinator"), Step(agent="searcher.query"), Step(agent="searcher.query_rejected", status="refused"),
+             Step(agent="searcher.no_new_query", status="refused"), Step(agent="answerer", outputs={"answer": "Oslo"})]  # fmt: skip
+    o = outcome_of(Answer(question="q", answer="Oslo", strategy="mrag", trace=Trace(steps=steps)), ["Brekke"], GOLD, retrieves=True)
+    assert (o.steps, o.bad_steps) == (4, 1)
+    assert attribute(o) == "retrieval_miss"  # not a protocol failure (1 of 4 is not over a quarter)

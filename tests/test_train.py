@@ -160,6 +160,10 @@ def test_reference_reward_by_hand_on_planted_trajectories(tmp_path):
     assert got["q2", 0]["reward"] == pytest.approx((2 + 0.5) / 3)
     assert [(r["qid"], r["t"]) for r in select(list(got.values()), min_reward=0.9)] == [("q1", 0)]  # q2's best falls short
     assert reference_reward(_planted("q", 0, "Paris", ["d1"], gold=()))["reference_reward"] == 1.0  # no gold docs: correctness alone
+    # a yes/no gold counts as given only as the reply's first word
+    verdict = reference_reward(_planted("q", 0, "No.", ["d1"], answers=("no",), gold=()))["reference_correctness"]
+    hedge = reference_reward(_planted("q", 0, "There is no record.", ["d1"], answers=("no",), gold=()))["reference_correctness"]
+    assert verdict == 1.0 and hedge == pytest.approx(2 * 0.25 / 1.25 / 2)  # token F1 alone, nothing contained
     long = _planted("q", 0, "The Louvre is in Paris, on the Seine.", [], answers=("The Louvre stands in Paris on the right bank of the Seine.",), style="long")
     assert 0 < reference_reward(long)["reference_correctness"] < 1  # long style: token F1 against the reference
 

@@ -8,7 +8,7 @@ The causes, checked in this order (the first that holds is the cause):
 
 | cause | when |
 |---|---|
-| `correct` | the answer contains a gold answer (accuracy 1) or its token F1 is at least 0.5 |
+| `correct` | the answer contains a gold answer or its token F1 is at least 0.5 (a yes/no gold: the answer's first word) |
 | `error` | the question raised: no answer at all |
 | `budget_stop` | the question's hard budget (calls, tokens or the deadline) stopped the strategy, or it answered only after its own budget ran out |
 | `protocol_failure` | no usable answer (empty, or the answering step fell back), or more than a quarter of the strategy's steps were fallbacks or refusals (unusable model outputs, rejected queries) |
@@ -24,7 +24,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from marag.agents.answerer import FALLBACK_ANSWER
-from marag.eval.metrics.lexical import contains_answer, max_token_f1, normalize_answer
+from marag.eval.metrics.lexical import JUDGEMENTS, contains_answer, gives_answer, max_token_f1, normalize_answer
 
 CAUSES = (
     "correct",
@@ -38,11 +38,15 @@ CAUSES = (
 )
 FAILURES = CAUSES[1:]
 CORRECT_F1 = 0.5  # an answer with at least this token F1 counts as correct (with accuracy 1)
-_NOT_SPANS = frozenset({"yes", "no"})  # answers that are judgements, not spans to extract
 PROTOCOL_SHARE = 0.25  # fallback or refused steps above this share of all steps: a protocol failure
 
-# Steps that are the framework's own bookkeeping, not model work: left out of the share.
-_BOOKKEEPING = frozenset({"budget", "working_memory", "state", "guard", "round", "query_choice", "knowledge_applied", "retrieve", "search"})
+# Steps that are the framework's own bookkeeping or decisions, not model work: left out of
+# the share. (`searcher.no_new_query` ends a searcher run after the model's query was
+# rejected; the rejection is already counted, counting the ending too would count it twice.)
+_BOOKKEEPING = frozenset({
+    "budget", "working_memory", "state", "guard", "round", "query_choice", "knowledge_applied", "retrieve", "search",
+    "searcher.no_new_query", "evidence_floor", "context_applied", "router.grades", "rewriter.search_strings", "clusterer",
+})  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -64,7 +68,10 @@ class Outcome:
 
 def is_correct(prediction: str, answers: Iterable[str]) -> bool:
     answers = list(answers)
-    return bool(answers) and (contains_answer(prediction, answers) == 1.0 or max_token_f1(prediction, answers) >= CORRECT_F1)
+    # a yes/no gold is judged by the reply's first word alone: token F1 would give "No
+    # information found" 0.5 against "no"
+    spans = [a for a in answers if normalize_answer(a) not in JUDGEMENTS]
+    return gives_answer(prediction, answers) == 1.0 or max_token_f1(prediction, spans) >= CORRECT_F1
 
 
 def attribute(o: Outcome) -> str:
@@ -82,7 +89,7 @@ def attribute(o: Outcome) -> str:
         return "wrong"
     if not set(o.gold_docs) & set(o.read_docs):
         return "retrieval_miss"
-    spans = [a for a in o.answers if normalize_answer(a) not in _NOT_SPANS]  # "yes" is in any text
+    spans = [a for a in o.answers if normalize_answer(a) not in JUDGEMENTS]  # "yes" is in any text
     if spans and contains_answer(o.source_text, spans):
         return "answer_not_extracted"
     return "reading_miss"
@@ -110,12 +117,15 @@ def outcome_of(answer, answers: list[str], gold_docs: list[str], retrieves: bool
 
 def cause_of_record(record: dict) -> str:
     """The cause stored in a result record; records written before attribution existed
-    get the causes that need no trace or source text (never `answer_not_extracted`)."""
-    if record.get("cause"):
-        return record["cause"]
+    get the causes that need no trace or source text (never `answer_not_extracted`), and
+    so does a stored `correct` that `is_correct` no longer grants (records written
+    before a yes/no gold had to be the answer's first word)."""
+    pred, answers, gold = record.get("prediction") or "", record.get("answers") or [], record.get("gold_doc_ids") or []
+    stored = record.get("cause")
+    if stored and (stored != "correct" or is_correct(pred, answers)):
+        return stored
     if record.get("error"):
         return "error"
-    pred, answers, gold = record.get("prediction") or "", record.get("answers") or [], record.get("gold_doc_ids") or []
     o = Outcome(
         prediction=pred,
         answers=answers,

@@ -205,18 +205,18 @@ async def sample(cfg: TrainConfig, directory: Path, data_dir=None, retriever=Non
 def reference_reward(r: dict[str, Any], weights: tuple[float, float] = (2.0, 1.0)) -> dict[str, Any]:
     """The reference-anchored reward of one trajectory (no judge): correctness from the
     gold answers (short style: the mean of the best token F1 and whether a gold answer
-    is contained, so an exact answer scores 1, the answer inside a longer reply about
+    is contained (a yes/no gold: as the first word), so an exact answer scores 1, the answer inside a longer reply about
     0.5-0.9, a partial overlap less; long style: token F1 against the reference answer)
     and the recall of the gold documents among the trajectory's sources S, weighted
     `weights`. A question without gold documents is scored on correctness alone."""
-    from marag.eval.metrics.lexical import contains_answer, max_token_f1
+    from marag.eval.metrics.lexical import gives_answer, max_token_f1
 
     golds = [a for a in r.get("answers") or [] if a.strip()]
     if r.get("answer_style", "short") == "long":
         refs = [x for x in [r.get("reference") or "", *golds] if x.strip()]
         correctness = max_token_f1(r["answer"], refs)
     else:
-        correctness = (max_token_f1(r["answer"], golds) + contains_answer(r["answer"], golds)) / 2
+        correctness = (max_token_f1(r["answer"], golds) + gives_answer(r["answer"], golds)) / 2
     gold_docs = set(r.get("gold_doc_ids") or [])
     recall = len(gold_docs & set(r["source_doc_ids"])) / len(gold_docs) if gold_docs else None
     wc, wr = weights

@@ -79,6 +79,25 @@ def contains_answer(prediction: str, golds: Iterable[str]) -> float:
     return 0.0
 
 
+JUDGEMENTS = frozenset({"yes", "no"})  # gold answers that are a verdict, not a span
+
+
+def gives_answer(prediction: str, golds: Iterable[str]) -> float:
+    """`contains_answer`, except that a yes/no gold must be the reply's first word: "no"
+    occurs in "There is no information", which does not answer "no". The standard
+    accuracy metric keeps plain containment (comparable with published numbers); what
+    counts an answer as right (`eval.attribution`, the reference reward) uses this."""
+    words = normalize_answer(prediction).split()
+    for g in golds:
+        gold = normalize_answer(g)
+        if gold in JUDGEMENTS:
+            if words[:1] == [gold]:
+                return 1.0
+        elif contains_answer(prediction, [g]):
+            return 1.0
+    return 0.0
+
+
 # -- ROUGE-L ---------------------------------------------------------------------------
 
 _WORD = re.compile(r"[^\W_]+")  # runs of letters and digits
