@@ -301,3 +301,14 @@ def test_collaboration_shares_facts_on_one_blackboard(retriever):
     managers = [s.outputs["assignments"] for s in steps(ans, "goal_manager")]
     assert managers == [{"0": QUESTION}, {"0": QUESTION, "1": GAP2}]
     assert steps(ans, "state")[-1].outputs["required"] == [] and ans.answer == "Brekke"
+
+
+def test_a_passage_left_out_of_the_prompt_does_not_shift_the_numbers_onto_other_hits():
+    from marag.index.base import Hit
+    from marag.strategies.kair import packed
+
+    hits = [Hit(doc_id=n, chunk_id=f"{n}#0", score=1.0, title=n, text=t) for n, t in [("A", "a" * 100), ("B", ""), ("C", "c" * 100)]]
+    pairs = packed(hits, 6000)  # everything fits; B's allowance is 0 only because it is empty
+    # the model numbers the documents it was shown 1, 2: number 2 must be C, not B
+    assert [h.chunk_id for h, _ in pairs] == ["A#0", "C#0"] and [d.title for _, d in pairs] == ["A", "C"]
+    assert all(h.title == d.title for h, d in packed(hits * 40, 1000))  # clipped and cut at the end: still paired

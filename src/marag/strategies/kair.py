@@ -123,12 +123,14 @@ def _norm(text: str) -> str:
     return " ".join(re.findall(r"[a-z0-9]+", text.lower()))
 
 
-def packed(hits: list[Hit], chars: int | None) -> list[Doc]:
+def packed(hits: list[Hit], chars: int | None) -> list[tuple[Hit, Doc]]:
     """`hits` (most relevant first) as documents that fit `chars` characters together
     (`pack_texts`: all shown while they fit, else clipped to a common share; the least
-    relevant left out when even 200 characters each would not fit)."""
+    relevant left out when even 200 characters each would not fit), each beside its hit:
+    a passage left out (or an empty one) must not shift the numbers the model answers
+    with onto the wrong hit."""
     allowance = pack_texts([len(h.text) for h in hits], chars)
-    return [doc_from_hit(h, n) for h, n in zip(hits, allowance) if n > 0]
+    return [(h, doc_from_hit(h, n)) for h, n in zip(hits, allowance) if n > 0]
 
 
 @STRATEGIES.register("kair")
@@ -151,9 +153,8 @@ class KAIR(Strategy):
             final = await self._collaborate(question)
         else:
             final = await self._compete(question)
-        shown = self.ranked(final)
-        docs = packed(shown, cfg.context_chars)
-        shown = shown[: len(docs)]
+        pairs = packed(self.ranked(final), cfg.context_chars)
+        shown, docs = [h for h, _ in pairs], [d for _, d in pairs]
         closed_book = not docs  # an empty C: the answerer's own-knowledge prompt
         with grace():
             with step("generator", closed_book=closed_book) as s:
@@ -366,7 +367,8 @@ class KAIR(Strategy):
         # the new passages clipped as every role reads them, then all packed to fit the prompt
         fresh = {h.chunk_id for h in new}
         view = [h.model_copy(update={"text": clip(h.text, cfg.doc_chars)}) if h.chunk_id in fresh else h for h in shown]
-        docs = packed(view, cfg.context_chars)
+        pairs = packed(view, cfg.context_chars)
+        shown, docs = [h for h, _ in pairs], [d for _, d in pairs]
         f_in = FilterInput(
             question=question,
             known=st.known_lines(),
@@ -387,7 +389,7 @@ class KAIR(Strategy):
 
     async def _score(self, question: str, st: KnowledgeState) -> int:
         """The moderator's 0-10 score of an agent's C (0 without a call when C is empty)."""
-        docs = packed(self.ranked(st), self.config.context_chars)
+        docs = [d for _, d in packed(self.ranked(st), self.config.context_chars)]
         if not docs:
             return 0
         return (await Moderator()(self.llm, ModeratorInput(question=question, passages=docs), self.config.temperature, self.config.seed)).score
