@@ -354,3 +354,21 @@ def test_a_resumed_finetune_continues_as_an_uninterrupted_one(tmp_path):
 
     opt = torch.load(tmp_path / "b" / "checkpoint-4" / "optimizer.pt", weights_only=True)
     assert {s["step"].item() for s in opt["state"].values()} == {4.0}  # AdamW counted every step, across the resume
+
+
+def test_rewards_written_before_signatures_are_judged_ones(tmp_path):
+    # a file of judged rewards from before rewards were signed: a reference run must not mix into it
+    old = {**_planted("q1", 0, "Paris", ["d1"]), "reward": 0.7, "judge_runs": 1}
+    cfg, directory = _train_dir(tmp_path, [old, _planted("q1", 1, "Rome", [])], reward="reference")
+    (directory / "rewards.jsonl").write_text(json.dumps(old) + "\n")
+    with pytest.raises(MaragError, match="rewards of other settings"):
+        asyncio.run(reward(cfg, directory, progress=False))
+
+
+def test_sampling_questions_without_documents_leaves_no_training_directory(tmp_path):
+    questions = tmp_path / "questions.jsonl"
+    questions.write_text(json.dumps({"id": "q1", "question": "Where is the Louvre?", "answers": ["Paris"]}) + "\n")
+    directory = tmp_path / "train"
+    with pytest.raises(MaragError, match="no documents to search"):
+        asyncio.run(sample(TrainConfig(dataset=str(questions)), directory, progress=False))
+    assert not directory.exists()

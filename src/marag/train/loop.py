@@ -155,17 +155,18 @@ async def sample(cfg: TrainConfig, directory: Path, data_dir=None, retriever=Non
     from marag.eval.runner import EvalConfig, prepare_retrieval
 
     ds = load_dataset(cfg.dataset, data_dir)
+    cls = STRATEGIES.get(cfg.strategy)
+    if retriever is None and cls.needs_retriever and not ds.documents and not cfg.index_path:
+        # before prepare(): a dataset that cannot be sampled leaves no training directory behind
+        raise MaragError(f"{cfg.dataset} has questions but no documents to search",
+                         hint="give the index its questions were made from: --index IDX")  # fmt: skip
     prepare(cfg, directory)
     questions = ds.questions[cfg.skip :][: cfg.limit] if cfg.limit else ds.questions[cfg.skip :]
     path = directory / "trajectories.jsonl"
     drop_torn_tail(path)  # an interrupted write: cut it off, it is sampled again
     done = {(r["qid"], r["t"]) for r in _lines(path)}
     todo = [(q, t) for q in questions for t in range(cfg.trajectories) if (q.id, t) not in done]
-    cls = STRATEGIES.get(cfg.strategy)
     if retriever is None and cls.needs_retriever:
-        if not ds.documents and not cfg.index_path:
-            raise MaragError(f"{cfg.dataset} has questions but no documents to search",
-                             hint="give the index its questions were made from: --index IDX")  # fmt: skip
         ecfg = EvalConfig(dataset=cfg.dataset, strategies=[cfg.strategy], index_path=cfg.index_path)
         retriever, _ = prepare_retrieval(ecfg, ds, Path(".marag/indexes"), progress)
     llm = llm or make_llm(cfg.llm)
@@ -270,6 +271,13 @@ def _signature(cfg: TrainConfig, judge_name: str | None) -> dict[str, Any]:
     return sig
 
 
+def _comparable(row: dict[str, Any], sig: dict[str, Any]) -> bool:
+    stored = row.get("signature")
+    if stored is None:  # written before rewards were signed: a judged reward (the only kind there was)
+        return sig["kind"] == "judge"
+    return stored == sig
+
+
 async def reward(cfg: TrainConfig, directory: Path, judge=None, progress: bool = True) -> Path:
     """Every sampled trajectory's reward (`cfg.reward`: judge, reference or both), and
     the reward settings (with the judge's name) saved to train.json."""
@@ -310,7 +318,7 @@ async def reward(cfg: TrainConfig, directory: Path, judge=None, progress: bool =
             raise MaragError(f"{path} holds rewards averaged over {other} judge runs, not {cfg.judge_runs}",
                              hint=f"resume with --runs {other[0]}, or move {path.name} away to score everything again")  # fmt: skip
     sig = _signature(cfg, judge_name)
-    if other_sigs := [r["signature"] for r in rows if r.get("signature", sig) != sig]:
+    if other_sigs := [r.get("signature", {"kind": "judge"}) for r in rows if not _comparable(r, sig)]:
         raise MaragError(f"{path} holds rewards of other settings ({json.dumps(other_sigs[0])}), not {json.dumps(sig)}",
                          hint=f"resume with those settings, or move {path.name} away to score everything again")  # fmt: skip
     cfg = cfg.model_copy(update={"judged_by": judge_name})
