@@ -418,18 +418,20 @@ def test_outliers_become_facets_of_their_own():
 
 # -- the paper switch ------------------------------------------------------------------------------
 
-OURS = ["separate_searches", "pointwise", "k", "pairwise_scheme", "cluster_ranking", "clusterer", "nugget_fallback", "concise_answer", "passage_chars"]
+OURS = ["separate_searches", "pointwise", "pairwise_scheme", "cluster_ranking", "clusterer", "nugget_fallback", "concise_answer", "passage_chars"]
 
 
 def test_paper_mode_turns_every_addition_off(index):
     assert GingerConfig().additions() == OURS
-    on = {"separate_searches": True, "pointwise": "embedding", "k": 10, "pairwise_scheme": "bubble", "cluster_ranking": "cosine",
+    on = {"separate_searches": True, "pointwise": "embedding", "pairwise_scheme": "bubble", "cluster_ranking": "cosine",
           "clusterer": "agglomerative", "nugget_fallback": True, "concise_answer": True, "passage_chars": 600}  # fmt: skip
     assert set(on) == set(OURS)
     cfg = GingerConfig(paper=True, **on)  # paper wins
     assert cfg.additions() == []
     assert (cfg.k, cfg.pairwise_scheme, cfg.cluster_ranking, cfg.clusterer, cfg.pointwise) == (40, "all_pairs", "pairwise", "bertopic", "cross_encoder")
     assert make_strategy("ginger_paper", scripted(), index.retriever()).config.additions() == []
+    # k is the paper's depth (40) in paper mode unless one is given, as UniRAG's k is
+    assert GingerConfig().k != 40 and GingerConfig(paper=True, k=12).k == 12
 
 
 def test_paper_mode_searches_one_concatenated_query(index):

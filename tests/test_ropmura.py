@@ -314,6 +314,15 @@ def test_an_index_without_collections_is_refused(tmp_path, repo):
     with pytest.raises(MaragError, match="split into collections"):
         make_strategy("ropmura", ScriptedLLM(), idx.retriever())
 
+    class Bare:  # a retriever without an index: the message is about the index, not about splitting
+        def search(self, query, k=10, offset=0):
+            return []
+
+    for name in ("ropmura", "ropmura_single_one_shot"):
+        with pytest.raises(MaragError, match="needs marag's own index") as err:
+            make_strategy(name, ScriptedLLM(), Bare())
+        assert "split into collections" not in err.value.message
+
 
 def test_kmeans_split_recovers_planted_topics(tmp_path, index):
     rows = [{"id": f"{t}-{i}", "title": "", "text": x} for t, texts in TOPICS.items() for i, x in enumerate(texts)]

@@ -116,7 +116,6 @@ from marag.trace import record_read, step
 PAPER_SETTINGS: dict[str, Any] = {
     "separate_searches": False,
     "pointwise": "cross_encoder",  # the installed one; none installed: embeddings, with a note
-    "k": 40,
     "pairwise_scheme": "all_pairs",
     "cluster_ranking": "pairwise",
     "clusterer": "bertopic",  # not installed: agglomerative, with a note
@@ -129,6 +128,7 @@ _CHARS_PER_WORD = 6  # a summary sentence of n words takes about 6n characters
 
 class GingerConfig(PaperSwitch, AnsweringConfig):
     paper_settings: ClassVar[dict[str, Any]] = PAPER_SETTINGS
+    paper_defaults: ClassVar[dict[str, Any]] = {"k": 40}  # the paper's depth, unless a k is given
     answer_style: Literal["short", "long"] = "long"
     max_llm_calls: int | None = Field(default=120, ge=1)  # the pipeline's calls are bounded by the fields below
     rewriting: bool = True

@@ -129,7 +129,12 @@ class RopMura(Strategy):
         self.index = getattr(retriever, "index", None)
         single = self.config.routing == "single"
         names = self.index.collections() if self.index is not None else []
-        if self.index is None or (not names and not single):
+        if self.index is None:
+            raise MaragError(
+                "ropmura needs marag's own index (a directory or a milvus URI), not a bare retriever: it routes by the index's collections and embeddings",
+                hint="build one with `marag index DOCS --out IDX` (add --split kmeans:8 for several knowledge agents)",
+            )
+        if not names and not single:
             raise MaragError(
                 "ropmura needs an index split into collections (one knowledge agent each)",
                 hint="build it with `marag index DOCS --out IDX --split kmeans:8` (or --collection-field FIELD); "
@@ -290,7 +295,7 @@ class RopMura(Strategy):
 register_variant(RopMura, "ropmura_route", "RopMura without the planner: the question routed once (the paper's single-hop row).", planning="none")
 register_variant(RopMura, "ropmura_all_agents", "RopMura without routing: every knowledge agent invited, no planner (single-hop row).", routing="all", planning="none")
 register_variant(RopMura, "ropmura_raw_knowledge", "RopMura ablation: agents send raw passages, the router answers; no planner (single-hop row).", raw_knowledge=True, planning="none")
-register_variant(RopMura, "ropmura_one_shot", "RopMura planning baseline: the original question routed once, no decomposition.", planning="none")
+register_variant(RopMura, "ropmura_one_shot", "RopMura planning baseline: the original question routed once, no decomposition (the same run as ropmura_route, under the name of the paper's multi-hop table).", planning="none")
 register_variant(RopMura, "ropmura_presplit", "RopMura planning baseline: one split, answered in order.", planning="presplit")
 register_variant(RopMura, "ropmura_greedy", "RopMura planning baseline: one new sub-question per round, no judger.", planning="greedy")
 register_variant(RopMura, "ropmura_single_one_shot", "RopMura's single-agent row: one agent holding the whole corpus, the question asked once.", routing="single", planning="none")
