@@ -7,9 +7,9 @@ pool, n, and per strategy EM, F1, accuracy, recall of the gold documents in what
 strategy read (`retrieval_recall`) and in its sources (`sources_recall`), LLM calls
 (mean and median), prompt and completion tokens, seconds per question, questions
 stopped by the question budget (and by the deadline among them), and the failure
-attribution (`marag.eval.attribution`); the cost per correct answer; then the paired difference of each strategy
+attribution (`marag.eval.attribution`); then the paired difference of each strategy
 from the baseline (bootstrap 95% interval, `*` where it excludes 0) on the questions
-both answered. Markdown, ready for RESULTS.md. Reads only the run directories.
+both answered; then the cost per correct answer. Markdown, ready for RESULTS.md. Reads only the run directories.
 """
 
 from __future__ import annotations
@@ -26,13 +26,12 @@ from marag.eval.report import Run, common_questions, cost_per_correct, metric_va
 METRICS = ["em", "f1", "accuracy", "retrieval_recall", "sources_recall"]
 
 
-def deadline_stops(run: Run) -> Counter:
-    """Per strategy, answers the deadline stopped (from the traces' budget records)."""
-    out: Counter = Counter()
-    for t in run.traces():
-        if (t.budget or {}).get("stopped_by") == "deadline":
-            out[t.strategy] += 1
-    return out
+def deadline_stops(run: Run, records: list[dict]) -> Counter:
+    """Per strategy, how many of these result records the deadline stopped (from their
+    traces' budget records; traces of answers not in `records`, such as one replaced
+    after a resume or a question outside the common set, do not count)."""
+    stopped = {t.id for t in run.traces() if (t.budget or {}).get("stopped_by") == "deadline"}
+    return Counter(r["strategy"] for r in records if r.get("trace_id") in stopped)
 
 
 def describe(run: Run) -> str:
@@ -63,7 +62,7 @@ def table(run: Run, baseline: str) -> str:
     groups = run.groups(False)
     common, _ = common_questions(groups)
     groups = {k: [r for r in v if r["qid"] in common] for k, v in groups.items()}
-    stops = deadline_stops(run)
+    stops = deadline_stops(run, [r for rs in groups.values() for r in rs])
     head = ["strategy", "n", "EM", "F1", "acc", "recall (read)", "recall (S)", "LLM calls mean/median", "prompt tok", "compl tok",
             "s/q", "budget stops (deadline)"] + list(CAUSES)  # fmt: skip
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]

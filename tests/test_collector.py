@@ -15,7 +15,7 @@ from contextlib import contextmanager
 
 import pytest
 
-from marag.collector import freeze_long_lived, held_collections
+from marag.collector import freeze_long_lived, held_collections, thaw
 from marag.corpus import chunk_documents, load_corpus
 from marag.eval.datasets import load_dataset
 from marag.index.store import IndexConfig, build_index, open_index
@@ -179,11 +179,30 @@ def test_freeze_long_lived_frees_old_garbage_and_freezes_the_rest():
         gone = weakref.ref(a)
         del a, b
         gc.collect()
-        assert gone() is not None  # frozen garbage stays until the next call ...
+        assert gone() is not None  # frozen garbage stays while the run lasts ...
+        thaw()
         freeze_long_lived()
-        assert gone() is None  # ... which frees it
+        assert gone() is None  # ... and the next run's freeze frees it
     finally:
-        gc.unfreeze()
+        thaw()
+        assert gc.get_freeze_count() == 0
+
+
+def test_overlapping_runs_keep_each_others_objects_frozen():
+    # marag serve: run B starts while A runs; A ends first and must not thaw B's objects
+    try:
+        freeze_long_lived()  # A
+        freeze_long_lived()  # B
+        thaw()  # A ends
+        assert gc.get_freeze_count() > 0
+        thaw()  # B ends
+        assert gc.get_freeze_count() == 0
+        thaw()  # one thaw too many does not break the next freeze's pairing
+        freeze_long_lived()
+        assert gc.get_freeze_count() > 0
+    finally:
+        thaw()
+    assert gc.get_freeze_count() == 0
 
 
 def test_a_long_evaluation_freezes_what_it_loaded(data_dir, tmp_path):

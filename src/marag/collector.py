@@ -83,17 +83,34 @@ def held_collections() -> CollectionsHeld:
     return _HELD
 
 
+# The collector's permanent generation is one per process, so freezes are counted: in
+# `marag serve` two evaluations can overlap, and the first to end must not hand the
+# other's objects back (nor collect the frozen ones in the middle of its run).
+_freezes = 0
+_freeze_lock = threading.Lock()
+
+
 def freeze_long_lived() -> int:
-    """Free what is garbage now (including objects frozen by an earlier call), then
-    freeze every object still alive, so that no later collection walks it. Returns how
-    many objects are frozen. Costs one full collection (~0.1-0.4 s)."""
-    gc.unfreeze()
-    gc.collect()
-    gc.freeze()
-    return gc.get_freeze_count()
+    """Freeze every object alive now, so that no later collection walks it; the first
+    freeze (no run holding one) first frees what is garbage now, including objects an
+    earlier run froze, at the cost of one full collection (~0.1-0.4 s). Pair each call
+    with `thaw()`. Returns how many objects are frozen."""
+    global _freezes
+    with _freeze_lock:
+        if _freezes == 0:
+            gc.unfreeze()
+            gc.collect()
+        _freezes += 1
+        gc.freeze()
+        return gc.get_freeze_count()
 
 
 def thaw() -> None:
-    """Hand every frozen object back to the collector (`gc.unfreeze`): what was dropped
-    since the freeze is freed by the next full collection."""
-    gc.unfreeze()
+    """End one `freeze_long_lived()`: when no other run holds a freeze, hand every frozen
+    object back to the collector (`gc.unfreeze`); what was dropped since is freed by the
+    next full collection."""
+    global _freezes
+    with _freeze_lock:
+        _freezes = max(0, _freezes - 1)
+        if _freezes == 0:
+            gc.unfreeze()
