@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -225,7 +226,10 @@ def test_index_uris_are_parsed_strictly():
         ("milvus://root:secret@h:19530/x", "credentials never go in an index URI"),
         ("milvus://h:19530/", "cannot read the index URI"),
         ("milvus://h:19530/a/b", "cannot read the index URI"),
-        ("milvus://h:19530/x?user=root", "unknown option 'user'"),
+        ("milvus://h:19530/x?user=root", "has the option 'user': credentials come only from an environment variable"),
+        ("milvus://h:19530/x?color=red", "unknown option 'color'"),
+        ("milvus://h:19530/x?tls=maybe", "the option tls .* takes true or false"),
+        ("milvus://h:19530/x?token_env=root:pw", "not the name of an environment variable"),
         ("milvus:kb.sqlite#x", "ends in .db"),
         ("milvus:kb.db", "cannot read the index URI"),
         ("milvus://h/../etc", "cannot read the index URI"),
@@ -248,3 +252,105 @@ def test_a_manifest_is_stored_with_the_collection(milvus_server, chunks):
     assert stored["config"]["chunk_size"] == 300 and stored["corpus_hash"] == "abc" and stored["backend"] == "milvus"
     assert stored["parts"]["dense"]["vectors"] == 12 and stored["embedder"]["dim"] == 384
     assert open_index(target).config.chunk_size == 300
+
+
+# -- credentials never leave the machine unencrypted, nor appear in a message -----------------
+class FakeClient:
+    """Stands in for pymilvus.MilvusClient: records what it was asked to connect to."""
+
+    made: list[dict] = []
+
+    def __init__(self, uri, token="", **kw):
+        FakeClient.made.append({"uri": uri, "token": token})
+
+    def close(self):
+        pass
+
+
+def test_credentials_go_unencrypted_only_to_loopback_or_when_the_uri_says_so(monkeypatch):
+    import pymilvus
+
+    monkeypatch.setattr(pymilvus, "MilvusClient", FakeClient)
+    FakeClient.made = []
+    monkeypatch.setenv("MARAG_MILVUS_TOKEN", "root:s3cret")
+    for uri in ("milvus://db.example:19530/x", "milvus://10.0.0.5/x", "milvus://[2001:db8::1]:19530/x"):
+        with pytest.raises(MaragError, match=r"refusing to send the credentials in \$MARAG_MILVUS_TOKEN unencrypted to Milvus at") as info:
+            milvus.connect(parse_target(uri))
+        assert "?tls=true" in info.value.hint and "?tls=false" in info.value.hint and "s3cret" not in str(info.value)
+    with pytest.raises(MaragError, match=r"refusing to send the credentials unencrypted"):  # a token given by Python code
+        milvus.connect(parse_target("milvus://db.example/x"), token="root:s3cret")
+    assert FakeClient.made == []  # nothing was sent anywhere
+    # allowed: TLS; plain gRPC when the URI says so (the user's choice); loopback; no credential at all
+    milvus.connect(parse_target("milvus://db.example/x?tls=true"))
+    milvus.connect(parse_target("milvus://db.example/x?tls=false"))
+    for host in ("127.0.0.1", "localhost", "[::1]", "127.0.0.2"):
+        milvus.connect(parse_target(f"milvus://{host}:19530/x"))
+    assert [m["uri"] for m in FakeClient.made] == ["https://db.example:19530", "http://db.example:19530", "http://127.0.0.1:19530",
+                                                   "http://localhost:19530", "http://[::1]:19530", "http://127.0.0.2:19530"]  # fmt: skip
+    monkeypatch.delenv("MARAG_MILVUS_TOKEN")
+    milvus.connect(parse_target("milvus://db.example/x"))
+    assert FakeClient.made[-1] == {"uri": "http://db.example:19530", "token": ""}
+
+
+def test_credential_options_are_refused_by_name_and_no_message_echoes_the_query():
+    for option in ("token", "password", "user", "secret", "api_key", "apikey", "username", "passwd"):
+        with pytest.raises(MaragError, match=f"has the option '{option}': credentials come only from an environment variable") as info:
+            parse_target(f"milvus://h:19530/x?{option}=s3cret")
+        assert "s3cret" not in str(info.value) and "MARAG_MILVUS_TOKEN" in info.value.hint
+    # every error that shows the URI shows it without its query string
+    for bad in ("milvus://h:bad/x", "milvus://h:19530/", "milvus://h:19530/x", "milvus://h/x?tls=", "milvus://h/x?token_env="):
+        for query in ("token=s3cret", "pw=s3cret", "color=s3cret", "token_env=s3cret:pw", "tls=s3cret"):
+            text = bad + ("&" if "?" in bad else "?") + query
+            with pytest.raises(MaragError) as info:
+                parse_target(text)
+            assert "s3cret" not in str(info.value), (text, str(info.value))
+    t = parse_target("milvus://h/nope?token_env=TEAM&tls=true")
+    assert t.shown == "milvus://h/nope" and milvus._build_hint(t) == "build it: marag index DOCS --out milvus://h/nope"
+
+
+# -- connections are closed: a Lite file is released -------------------------------------------
+def lite_lock_free(db: Path) -> bool:
+    """Whether nothing holds the Lite file's lock (a flock: another open file in this
+    process conflicts with it as another process would)."""
+    fcntl = pytest.importorskip("fcntl")
+    fd = os.open(db / "LOCK", os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return True
+    except BlockingIOError:
+        return False
+    finally:
+        os.close(fd)
+
+
+def test_a_lite_file_is_released_when_its_index_closes(tmp_path, chunks):
+    db = tmp_path / "kb.db"
+    target = f"milvus:{db}#sample"
+    build_milvus(chunks, target, IndexConfig(retrievers=["bm25"]), progress=False)
+    assert lite_lock_free(db)  # the build closed its connection
+    idx = open_index(target)
+    assert not lite_lock_free(db)
+    idx.close()
+    idx.close()  # idempotent
+    assert lite_lock_free(db) and idx.closed
+    with pytest.raises(MaragError, match=f"the index {target} is closed"):
+        idx.retriever("bm25").search(Q, 1)
+    # opened again in the same process: it answers, and `with` closes it
+    with open_index(target) as again:
+        assert again.retriever("bm25").search(Q, 1)[0].doc_id == "computing/python-language.md"
+    assert lite_lock_free(db)
+    # two indexes of one file: the lock goes with the last one, the other keeps working
+    a, b = open_index(target), open_index(target)
+    a.close()
+    assert b.retriever("bm25").search(Q, 1)[0].doc_id == "computing/python-language.md" and not lite_lock_free(db)
+    b.close()
+    assert lite_lock_free(db)
+    # a failed open holds nothing
+    with pytest.raises(IndexFormatError, match="no collection 'nope'"):
+        open_index(f"milvus:{db}#nope")
+    assert lite_lock_free(db)
+    # and a failed build neither
+    with pytest.raises(IndexFormatError, match="already holds a finished index"):
+        build_milvus(chunks, target, IndexConfig(retrievers=["bm25"]), progress=False)
+    assert lite_lock_free(db)

@@ -364,11 +364,15 @@ def test_server_down_collection_missing_and_embedder_mismatch(milvus_server, sam
 
 def test_a_lite_file_another_process_holds(tmp_path, repo):
     db = tmp_path / "kb.db"
-    # building it opens the file in this (test) process, which keeps it open
-    index_corpus(repo / "samples" / "corpus", f"milvus:{db}#sample", IndexConfig(retrievers=["bm25"]), progress=False)
+    # building it returns the opened index: this (test) process holds the file until it closes it
+    idx = index_corpus(repo / "samples" / "corpus", f"milvus:{db}#sample", IndexConfig(retrievers=["bm25"]), progress=False)
     env = {**os.environ, "PYTHONPATH": os.path.abspath(SRC) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    done = subprocess.run([sys.executable, "-m", "marag.cli", "ask", "q", "--index", f"milvus:{db}#sample", "--llm", "scripted"],
-                          env=env, capture_output=True, text=True, timeout=120)  # fmt: skip
+    argv = [sys.executable, "-m", "marag.cli", "ask", "Who created Python?", "--index", f"milvus:{db}#sample", "--llm", "scripted", "--json"]
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120)
     line, hint = one_line_error(done.returncode, done.stderr)
     assert line == f"error: cannot open the Milvus Lite file {db}: another process has it open (a Lite file serves one process at a time)"
     assert f"milvus-lite server --data-dir {db} --host 127.0.0.1" in hint and "milvus://127.0.0.1:19530/sample" in hint
+    # closed, the file is another process's to open
+    idx.close()
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and json.loads(done.stdout)["sources"][0]["doc_id"] == "computing/python-language.md", done.stderr

@@ -78,7 +78,7 @@ def index(
     """Build an index (BM25 + vectors + manifest) from documents, in a directory or in Milvus."""
     from marag.index.pipeline import index_corpus
     from marag.index.store import IndexConfig
-    from marag.index.uri import backend
+    from marag.index.uri import backend, close_index
 
     config = IndexConfig(
         chunk_size=chunk_size,
@@ -95,6 +95,7 @@ def index(
         progress=not quiet, batch_size=batch_size,
     )
     m = idx.manifest
+    close_index(idx)  # a Lite file stays locked while it is open
     typer.echo(
         f"indexed {m['counts']['documents']} documents as {m['counts']['chunks']} chunks "
         f"({', '.join(config.retrievers)}) into {out} in {time.perf_counter() - t0:.1f}s"
@@ -159,7 +160,7 @@ def ask(
     data_dir: DataDirOpt = None,
 ) -> None:
     """Answer questions with a strategy; print answers, sources and where the trace went."""
-    from marag.index.uri import open_index
+    from marag.index.uri import close_index, open_index
     from marag.llm import LLMConfig, make_llm
     from marag.strategies import STRATEGIES, make_strategy, run_many
     from marag.trace import write_jsonl
@@ -189,18 +190,23 @@ def ask(
         overrides = dict(saved.settings)
         llm_cfg = LLMConfig.model_validate({**saved.llm, "threads": threads}) if saved.llm else llm_cfg
     cls = STRATEGIES.get(strategy)
-    ret = None
+    ret = idx = None
     if cls.needs_retriever or index is not None:
         if index is None:
             raise MaragError(f"strategy {strategy!r} needs an index", hint="pass --index IDX (build it with `marag index`)")
-        ret = open_index(index).retriever(retriever)
-    overrides |= dict(_parse_set(s) for s in (set_ or []))
-    if deterministic:
-        overrides.setdefault("deadline_s", None)
-    model = make_llm(llm_cfg)
-    strat = make_strategy(strategy, model, ret, overrides)
-    # a bar when there is more than a question or two to wait for (stderr: --json stays clean)
-    answers = asyncio.run(run_many(strat, qs, concurrency=concurrency, progress=len(qs) > 2))
+        idx = open_index(index)
+    try:
+        if idx is not None:
+            ret = idx.retriever(retriever)
+        overrides |= dict(_parse_set(s) for s in (set_ or []))
+        if deterministic:
+            overrides.setdefault("deadline_s", None)
+        model = make_llm(llm_cfg)
+        strat = make_strategy(strategy, model, ret, overrides)
+        # a bar when there is more than a question or two to wait for (stderr: --json stays clean)
+        answers = asyncio.run(run_many(strat, qs, concurrency=concurrency, progress=len(qs) > 2))
+    finally:
+        close_index(idx)  # the connection (a Lite file's lock) is not held past the answers
 
     trace_out = trace_out or Path(".marag/traces") / f"ask-{time.strftime('%Y%m%d-%H%M%S')}.jsonl"
     write_jsonl([a.trace for a in answers], trace_out)
@@ -315,7 +321,7 @@ def eval_(
     runtime = {"executor": executor, "ray_address": ray_address}  # None: the run file's (local without one)
     from marag.eval.runner import DEFAULT_METRICS, EvalConfig
     from marag.index.store import IndexConfig
-    from marag.index.uri import open_index
+    from marag.index.uri import opened_index
     from marag.llm import LLMConfig
 
     strategy_configs: dict[str, dict] = {}
@@ -336,6 +342,11 @@ def eval_(
         return
     if not dataset:
         raise MaragError("name a dataset (see `marag datasets`) or give --config RUNFILE")
+    if index:
+        with opened_index(index) as idx:  # its settings only; the run opens it again
+            index_config = idx.config
+    else:
+        index_config = IndexConfig(retrievers=_csv(retrievers), split=split)
     cfg = EvalConfig(
         dataset=dataset,
         strategies=_csv(strategies),
@@ -350,7 +361,7 @@ def eval_(
         llm=LLMConfig.from_spec(llm, base_url=llm_base_url, threads=threads, cache_dir=cache_dir, n_ctx=n_ctx, **_lora(lora, lora_roles)),
         judge=LLMConfig.from_spec(judge, base_url=judge_base_url, threads=threads, cache_dir=cache_dir) if judge else None,
         retriever=retriever,
-        index=open_index(index).config if index else IndexConfig(retrievers=_csv(retrievers), split=split),
+        index=index_config,
         index_path=index,
         concurrency=concurrency,
         seed=seed,
@@ -446,14 +457,15 @@ def synth(
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
 ) -> None:
     """Generate evaluation questions from an index; then `marag eval OUT --index INDEX`."""
-    from marag.index.uri import open_index
+    from marag.index.uri import opened_index
     from marag.llm import LLMConfig, make_llm
     from marag.synth import generate, load_spec
 
     model = make_llm(LLMConfig.from_spec(llm, base_url=llm_base_url, threads=threads))
-    path = asyncio.run(
-        generate(model, open_index(index), n, out, style=style, spec=load_spec(spec), seed=seed, min_score=min_score, progress=not quiet)
-    )
+    with opened_index(index) as idx:
+        path = asyncio.run(
+            generate(model, idx, n, out, style=style, spec=load_spec(spec), seed=seed, min_score=min_score, progress=not quiet)
+        )
     typer.echo(f"wrote {n} questions to {path}\nevaluate them: marag eval {path} --index {index} --strategies vanilla_rag,mrag")
 
 
@@ -511,7 +523,7 @@ def serve(
 def _serve_indexes(values: list[str]) -> tuple[str | None, dict[str, str]]:
     """(the directory of index directories, {name: index URI}) from `--indexes` values;
     each URI is opened now, so a wrong one fails before the server starts."""
-    from marag.index.uri import open_index, scheme_of
+    from marag.index.uri import opened_index, scheme_of
 
     dirs = [v for v in values if scheme_of(v) == "dir"]
     if len(dirs) > 1:
@@ -519,7 +531,8 @@ def _serve_indexes(values: list[str]) -> tuple[str | None, dict[str, str]]:
     uris: dict[str, str] = {}
     for v in values:
         if scheme_of(v) != "dir":
-            name = open_index(v).name
+            with opened_index(v) as idx:  # closed again: the server opens it for itself
+                name = idx.name
             if name in uris:
                 raise MaragError(f"two --indexes URIs are both named {name!r}", hint="give the collections different names")
             uris[name] = v

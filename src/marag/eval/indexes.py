@@ -11,7 +11,7 @@ from marag.errors import IndexFormatError, MaragError
 from marag.eval.datasets import Dataset
 from marag.index.pipeline import index_documents
 from marag.index.store import IndexConfig, corpus_hash
-from marag.index.uri import open_index
+from marag.index.uri import close_index, open_index
 
 
 def ensure_index(
@@ -32,6 +32,7 @@ def ensure_index(
     if existing is not None:
         idx = open_index(existing)
         if idx.manifest.get("corpus_hash") != wanted:
+            close_index(idx)
             raise MaragError(
                 f"the index at {existing} does not hold the corpus of {ds.name!r}",
                 hint=f"build it from the dataset (marag index {ds.name} --out {existing} --overwrite), or leave out --index",

@@ -78,9 +78,10 @@ def eval_config(path: str | Path):
 
     data = read_table(path)
     if isinstance(data.get("index_path"), str) and "index" not in data:
-        from marag.index.uri import open_index
+        from marag.index.uri import opened_index
 
-        data["index"] = open_index(data["index_path"]).config.model_dump(mode="json")
+        with opened_index(data["index_path"]) as idx:
+            data["index"] = idx.config.model_dump(mode="json")
     return validated(EvalConfig, data, path)
 
 

@@ -31,7 +31,7 @@ from marag.eval.datasets import Dataset, load_dataset
 from marag.eval.metrics import METRICS, EvalExample, score_example
 from marag.eval.versions import code_version, library_versions
 from marag.index.store import IndexConfig
-from marag.index.uri import scheme_of
+from marag.index.uri import close_index, scheme_of
 from marag.llm import LLMConfig, make_llm
 from marag.strategies import STRATEGIES, Answer, make_strategy
 from marag.trace import Trace, write_jsonl
@@ -361,6 +361,8 @@ async def run_eval(
             await asyncio.gather(*(one(s, q) for s, q in todo))
     finally:
         bar.close()
+        # the run's index: its connection (a Lite file's lock) ends with the run
+        close_index(getattr(retriever, "index", None))
         if todo:
             thaw()  # what the run loaded and dropped is freed by the next full collection
     return run_dir

@@ -7,7 +7,11 @@ reached through an index URI (`marag.index.uri`):
 
 Credentials come only from an environment variable ($MARAG_MILVUS_TOKEN, "user:password"
 or an API key; `token_env=` names another), never from the URI, so the URI can go into a
-run's config.json, logs and argv.
+run's config.json, logs and argv. They are sent in plain gRPC only to a loopback host or
+when the URI says `tls=false` (a trusted network); elsewhere the URI must say `tls=true`.
+
+An opened index holds a connection (for a Lite file, the file's lock): close it
+(`MilvusIndex.close()`, or `with open_milvus(...) as idx:`) when done with it.
 
 What is stored. An index NAME is two collections:
 
@@ -35,6 +39,7 @@ where it stopped when the same command is run again.
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import logging
 import os
@@ -107,19 +112,42 @@ class MilvusTarget:
     collection: str
     token_env: str | None = None  # the variable holding credentials (servers only)
     local_file: bool = False
+    tls: bool | None = None  # what the URI said: tls=true, tls=false, or nothing (None)
 
     @property
     def windows(self) -> str:
         return self.collection + WINDOWS
 
     @property
+    def shown(self) -> str:
+        """The URI for messages: without its options (a mistyped URI could carry a
+        secret there; a parsed one holds only token_env and tls, but messages are copied
+        into issues and logs, so they never carry the query string)."""
+        return _without_query(self.text)
+
+    @property
     def where(self) -> str:
         return f"the Milvus Lite file {self.uri}" if self.local_file else f"Milvus at {urlsplit(self.uri).netloc}"
 
 
+def _without_query(text: str) -> str:
+    """A milvus:// URI without its ?options (what error messages show of it)."""
+    return text.split("?", 1)[0] if text.startswith("milvus://") else text
+
+
+# Option names that would carry a credential: refused by name, never echoed with a value.
+_CREDENTIAL_OPTION = re.compile(r"token|pass|pwd|user|secret|key|auth|cred", re.I)
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
+
+
 def parse_target(text: str) -> MilvusTarget:
-    """`milvus:PATH.db#NAME` or `milvus://HOST[:PORT]/NAME[?token_env=VAR&tls=true]`."""
+    """`milvus:PATH.db#NAME` or `milvus://HOST[:PORT]/NAME[?token_env=VAR&tls=true]`.
+
+    No message shows the URI's query string: a credential put there by mistake must not
+    reach the terminal, a log or a bug report."""
     example = "milvus://HOST:19530/NAME (a server) or milvus:PATH.db#NAME (a Milvus Lite file)"
+    shown = _without_query(text)
     if text.startswith("milvus://"):
         parts = urlsplit(text)
         if "@" in parts.netloc:
@@ -130,16 +158,36 @@ def parse_target(text: str) -> MilvusTarget:
         try:
             host, port = parts.hostname, parts.port or DEFAULT_PORT
         except ValueError:
-            raise MaragError(f"bad port in the index URI {text!r}", hint=f"write it as {example}") from None
+            raise MaragError(f"bad port in the index URI {shown!r}", hint=f"write it as {example}") from None
         name = parts.path.strip("/")
         if not host or not name or "/" in name:
-            raise MaragError(f"cannot read the index URI {text!r}", hint=f"write it as {example}")
+            raise MaragError(f"cannot read the index URI {shown!r}", hint=f"write it as {example}")
         query = {k: v[-1] for k, v in parse_qs(parts.query, keep_blank_values=True).items()}
+        secret = sorted(k for k in query if k != "token_env" and _CREDENTIAL_OPTION.search(k))
+        if secret:
+            raise MaragError(
+                f"the index URI {shown!r} has the option {secret[0][:40]!r}: credentials come only from an environment variable, "
+                "never from the URI (it is written to run configs and logs)",
+                hint=f"remove it from the URI and export {ENV_TOKEN}=USER:PASSWORD (or an API key); ?token_env=VAR names another variable",
+            )
         unknown = sorted(set(query) - {"token_env", "tls"})
         if unknown:
-            raise MaragError(f"unknown option {unknown[0]!r} in the index URI {text!r}", hint="known options: token_env=VAR, tls=true")
-        tls = query.get("tls", "false").lower() in ("1", "true", "yes")
-        target = MilvusTarget(text, f"{'https' if tls else 'http'}://{host}:{port}", name, query.get("token_env") or ENV_TOKEN)
+            raise MaragError(f"unknown option {unknown[0][:40]!r} in the index URI {shown!r}", hint="known options: token_env=VAR, tls=true")
+        token_env = query.get("token_env") or ENV_TOKEN
+        if not _ENV_NAME.fullmatch(token_env):  # e.g. the token itself, written where its variable's name goes
+            raise MaragError(
+                f"the option token_env in the index URI {shown!r} is not the name of an environment variable",
+                hint="write ?token_env=VAR (letters, digits and _) and export VAR=USER:PASSWORD; the value never goes in the URI",
+            )
+        raw_tls = query.get("tls")
+        if raw_tls is None:
+            tls = None
+        elif raw_tls.lower() in _TRUE + _FALSE:
+            tls = raw_tls.lower() in _TRUE
+        else:
+            raise MaragError(f"the option tls in the index URI {shown!r} takes true or false", hint="write ?tls=true (or ?tls=false)")
+        where = f"[{host}]" if ":" in host else host  # an IPv6 address keeps its brackets
+        target = MilvusTarget(text, f"{'https' if tls else 'http'}://{where}:{port}", name, token_env, tls=tls)
     elif text.startswith("milvus:"):
         path, sep, name = text[len("milvus:") :].rpartition("#")
         if not sep or not path or not name:
@@ -148,7 +196,7 @@ def parse_target(text: str) -> MilvusTarget:
             raise MaragError(f"a Milvus Lite file name ends in .db, not {path!r}", hint=f"write it as {example}")
         target = MilvusTarget(text, os.path.abspath(os.path.expanduser(path)), name, local_file=True)
     else:
-        raise MaragError(f"not a Milvus index URI: {text!r}", hint=f"write it as {example}")
+        raise MaragError(f"not a Milvus index URI: {shown!r}", hint=f"write it as {example}")
     if not _NAME.fullmatch(target.collection):
         raise MaragError(
             f"not a valid Milvus collection name: {target.collection!r}",
@@ -189,7 +237,7 @@ def serve_hint(t: MilvusTarget) -> str:
 
 
 def _build_hint(t: MilvusTarget) -> str:
-    return f"build it: marag index DOCS --out {t.text}"
+    return f"build it: marag index DOCS --out {t.shown}"
 
 
 def explain(exc: BaseException, t: MilvusTarget, doing: str) -> MaragError:
@@ -214,7 +262,7 @@ def explain(exc: BaseException, t: MilvusTarget, doing: str) -> MaragError:
         port = urlsplit(t.uri).port or DEFAULT_PORT
         return MaragError(
             f"cannot reach {t.where}: the server is down or the address is wrong",
-            hint=f"start it (e.g. milvus-lite server --data-dir DIR --host 127.0.0.1 --port {port}) or fix the URI {t.text}",
+            hint=f"start it (e.g. milvus-lite server --data-dir DIR --host 127.0.0.1 --port {port}) or fix the URI {t.shown}",
         )
     if code == 100 or re.search(r"collection.*(not exist|not found)", text, re.I):
         return IndexFormatError(f"no collection {t.collection!r} in {t.where}", hint=_build_hint(t))
@@ -241,17 +289,102 @@ def _quiet_client_logs() -> None:
             log.setLevel(logging.CRITICAL)
 
 
+def _loopback(host: str) -> bool:
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def check_transport(t: MilvusTarget, token: str, from_env: bool) -> None:
+    """Refuse to send a credential unencrypted off this machine, unless the URI says so.
+
+    Without TLS, gRPC carries the token ("user:password" or an API key) as clear text in
+    every request: anyone on the path to HOST can read it. Loopback never leaves the
+    machine; `tls=false` written in the URI is the user's informed choice (a trusted
+    network); anything else must ask for TLS."""
+    if not token or t.local_file or t.tls is not None:
+        return
+    host = urlsplit(t.uri).hostname or ""
+    if _loopback(host):
+        return
+    what = f"the credentials in ${t.token_env}" if from_env else "the credentials"
+    raise MaragError(
+        f"refusing to send {what} unencrypted to {t.where}: the index URI does not ask for TLS",
+        hint="add tls=true to the URI's options (?tls=true; the server must speak TLS), "
+        "or ?tls=false to send them unencrypted on a network you trust",
+    )
+
+
+# Milvus Lite: the file is served by an in-process server that holds the file's lock
+# until it is stopped; closing a client does not stop it. marag counts its clients of
+# each file and stops the server when the last one closes, so the lock is released (for
+# another process, or another `milvus-lite server`) as soon as marag is done with it.
+_lite_clients: dict[str, int] = {}
+_lite_lock = threading.Lock()
+
+
+def _pymilvus_major() -> int:
+    try:
+        return int((_lib_version("pymilvus") or "0").split(".")[0])
+    except ValueError:
+        return 0
+
+
 def connect(t: MilvusTarget, token: str | None = None):
-    """A MilvusClient for `t`; the token from `token` (Python callers) or `$t.token_env`."""
+    """A MilvusClient for `t`; the token from `token` (Python callers) or `$t.token_env`.
+    Close it with `disconnect(client, t)`."""
     try:
         from pymilvus import MilvusClient
     except ImportError:
         raise MaragError("the Milvus backend needs pymilvus and milvus-lite", hint="pip install 'marag[milvus]'") from None
     _quiet_client_logs()
+    from_env = token is None
     if token is None:
         token = os.environ.get(t.token_env, "") if t.token_env else ""
-    with translated(t, "connect"):
-        return MilvusClient(uri=t.uri, token=token, grpc_options=_GRPC_OPTIONS)
+    check_transport(t, token, from_env)
+    options: dict[str, Any] = {}
+    if t.local_file:
+        # its own channel (pymilvus 3 shares one per address otherwise): closing it closes
+        # the channel to the server that `disconnect` stops
+        options = {"dedicated": True} if _pymilvus_major() >= 3 else {}
+        with _lite_lock:
+            _lite_clients[t.uri] = _lite_clients.get(t.uri, 0) + 1
+    try:
+        with translated(t, "connect"):
+            return MilvusClient(uri=t.uri, token=token, grpc_options=_GRPC_OPTIONS, **options)
+    except BaseException:
+        if t.local_file:
+            _release_lite(t.uri)
+        raise
+
+
+def disconnect(client, t: MilvusTarget) -> None:
+    """Close a client from `connect`; the last of a Lite file's in this process also
+    stops the file's server, which releases its lock. Never raises."""
+    try:
+        client.close()
+    except Exception:  # closing a broken connection: nothing left to release
+        pass
+    if t.local_file:
+        _release_lite(t.uri)
+
+
+def _release_lite(path: str) -> None:
+    with _lite_lock:
+        left = _lite_clients.get(path, 0) - 1
+        if left > 0:
+            _lite_clients[path] = left
+            return
+        _lite_clients.pop(path, None)
+        try:
+            from milvus_lite.server_manager import server_manager_instance
+
+            server_manager_instance.release_server(path)
+        except Exception:  # an older milvus-lite, or a server that stopped already
+            pass
 
 
 # pymilvus pings an idle connection every 10 s; a gRPC server in Python (`milvus-lite
@@ -313,7 +446,7 @@ def _manifest_of(props: dict[str, Any], t: MilvusTarget) -> dict[str, Any]:
         if not isinstance(manifest, dict):
             raise ValueError("not an object")
     except ValueError as exc:
-        raise IndexFormatError(f"the manifest of {t.collection!r} in {t.where} is unreadable ({exc})", hint=f"rebuild it: marag index DOCS --out {t.text} --overwrite") from None
+        raise IndexFormatError(f"the manifest of {t.collection!r} in {t.where} is unreadable ({exc})", hint=f"rebuild it: marag index DOCS --out {t.shown} --overwrite") from None
     return manifest
 
 
@@ -331,7 +464,6 @@ def build_milvus(
 
     A collection of the same name is replaced only with `overwrite`, and only if marag
     made it; an unfinished build of the same chunks and settings resumes without it."""
-    from marag.index.dense import embed_chunks
     from marag.index.store import _check_chunks, corpus_hash as hash_of
 
     t = parse_target(target) if isinstance(target, str) else target
@@ -364,9 +496,21 @@ def build_milvus(
         "status": "building",
     }
     client = connect(t, token)
+    try:
+        _insert_all(client, t, chunks, chunk_collections, collection_id, embedder, window_overlap, manifest, overwrite, progress, batch_size)
+    finally:
+        disconnect(client, t)  # on every path: a Lite file's lock is released when the build ends or fails
+    return t
+
+
+def _insert_all(client, t: MilvusTarget, chunks: list[Chunk], chunk_collections: list[str | None], collection_id: dict[str, int],
+                embedder, window_overlap: int | None, manifest: dict[str, Any], overwrite: bool, progress: bool, batch_size: int) -> None:  # fmt: skip
+    dense = embedder is not None
+    from marag.index.dense import embed_chunks
+
     done = _start_or_resume(client, t, manifest, overwrite)
     if done and progress:
-        print(f"resuming the build of {t.text}: {done:,} of {len(chunks):,} chunks are in", file=sys.stderr)
+        print(f"resuming the build of {t.shown}: {done:,} of {len(chunks):,} chunks are in", file=sys.stderr)
     from tqdm.auto import tqdm
 
     bar = tqdm(total=len(chunks), initial=done, unit="chunk", desc=f"milvus {t.collection}", disable=not progress)
@@ -408,7 +552,6 @@ def build_milvus(
             client.alter_collection_properties(t.collection, properties={MANIFEST_KEY: json.dumps(manifest), DONE_KEY: str(len(chunks))})
     finally:
         bar.close()
-    return t
 
 
 def _count(client, name: str, flt: str = "") -> int:
@@ -435,7 +578,7 @@ def _start_or_resume(client, t: MilvusTarget, manifest: dict[str, Any], overwrit
         if not overwrite:
             state = "a finished index" if old.get("status") == "complete" else "an unfinished build of other chunks or settings"
             raise IndexFormatError(
-                f"{t.text} already holds {state}", hint="pass --overwrite to replace it, or choose another name in the URI"
+                f"{t.shown} already holds {state}", hint="pass --overwrite to replace it, or choose another name in the URI"
             )
         with translated(t, "drop the old collections"):
             for name in (t.windows, t.collection):
@@ -500,6 +643,14 @@ def open_milvus(target: str | MilvusTarget, embedder_options: dict[str, Any] | N
     if t.local_file and not os.path.exists(t.uri):  # the client would create an empty one
         raise IndexFormatError(f"no Milvus Lite file at {t.uri}", hint=_build_hint(t))
     client = connect(t, token)
+    try:
+        return _checked(client, t, embedder_options)
+    except BaseException:
+        disconnect(client, t)  # a failed open holds no connection (for a Lite file: no lock)
+        raise
+
+
+def _checked(client, t: MilvusTarget, embedder_options: dict[str, Any] | None) -> "MilvusIndex":
     props = _read_properties(client, t)
     if props is None:
         with translated(t, "list collections"):
@@ -509,20 +660,20 @@ def open_milvus(target: str | MilvusTarget, embedder_options: dict[str, Any] | N
     manifest = _manifest_of(props, t)
     if manifest.get("format_version") != FORMAT_VERSION:
         raise IndexFormatError(
-            f"{t.text} was built by marag {manifest.get('marag_version', '?')} in Milvus layout {manifest.get('format_version')}; "
+            f"{t.shown} was built by marag {manifest.get('marag_version', '?')} in Milvus layout {manifest.get('format_version')}; "
             f"this marag reads layout {FORMAT_VERSION}",
-            hint=f"rebuild it: marag index DOCS --out {t.text} --overwrite",
+            hint=f"rebuild it: marag index DOCS --out {t.shown} --overwrite",
         )
     if (manifest.get("analyzer") or {}).get("terms") != _analyzer_record()["terms"]:
         raise IndexFormatError(
-            f"{t.text} holds BM25 terms made by another analyzer than this marag's",
-            hint=f"rebuild it: marag index DOCS --out {t.text} --overwrite",
+            f"{t.shown} holds BM25 terms made by another analyzer than this marag's",
+            hint=f"rebuild it: marag index DOCS --out {t.shown} --overwrite",
         )
     if manifest.get("status") != "complete":
         done, total = int(props.get(DONE_KEY, 0)), manifest.get("counts", {}).get("chunks", "?")
         raise IndexFormatError(
-            f"{t.text} is not finished: {done:,} of {total:,} chunks are in",
-            hint=f"finish it by rerunning the same `marag index DOCS --out {t.text}` (it resumes)",
+            f"{t.shown} is not finished: {done:,} of {total:,} chunks are in",
+            hint=f"finish it by rerunning the same `marag index DOCS --out {t.shown}` (it resumes)",
         )
     with translated(t, "load the collections"):
         for name in ([t.windows] if manifest.get("embedder") else []) + [t.collection]:
@@ -537,25 +688,28 @@ def check_embedder(embedder, recorded: dict[str, Any], t: MilvusTarget) -> None:
         mine = f"{embedder.name} ({embedder.dim}-dim{f', sha256 {sha[:12]}' if sha else ''})"
         theirs = f"{recorded.get('name')} ({recorded.get('dim')}-dim{f', sha256 {want[:12]}' if want else ''})"
         raise IndexFormatError(
-            f"embedder mismatch: {t.text} holds vectors of {theirs}, but this installation's is {mine}",
-            hint=f"rebuild it with this installation: marag index DOCS --out {t.text} --overwrite (or install the model it was built with)",
+            f"embedder mismatch: {t.shown} holds vectors of {theirs}, but this installation's is {mine}",
+            hint=f"rebuild it with this installation: marag index DOCS --out {t.shown} --overwrite (or install the model it was built with)",
         )
 
 
 class MilvusIndex:
     """An opened Milvus index, with the interface of an index directory (`Index`) that
     strategies and the evaluation use: manifest, config, retriever(kind, collection),
-    collections(), chunks, position(chunk_id)."""
+    collections(), chunks, position(chunk_id).
+
+    It holds a connection (for a Lite file, the file's lock, released when the last
+    index of the file in this process closes): `close()` it, or use it in a `with`."""
 
     def __init__(self, target: MilvusTarget, client, manifest: dict[str, Any], embedder_options: dict[str, Any] | None = None):
-        self.target, self.client, self.manifest = target, client, manifest
-        self.path = target.text  # what messages call it
+        self.target, self._client, self.manifest = target, client, manifest
+        self.path = target.shown  # what messages call it (no ?options)
         self.name = target.collection
         try:
             self.config = IndexConfig.model_validate(manifest.get("config", {}))
         except Exception as exc:
-            raise IndexFormatError(f"{target.text} has an invalid config in its manifest: {_one_line(exc)}",
-                                   hint=f"rebuild it: marag index DOCS --out {target.text} --overwrite") from None  # fmt: skip
+            raise IndexFormatError(f"{target.shown} has an invalid config in its manifest: {_one_line(exc)}",
+                                   hint=f"rebuild it: marag index DOCS --out {target.shown} --overwrite") from None  # fmt: skip
         self.embedder_options = dict(embedder_options or {})
         self._embedder = None
         self._chunks: list[Chunk] | None = None  # read on first use (strategies that need them)
@@ -565,7 +719,32 @@ class MilvusIndex:
         self._lock = threading.RLock()
 
     def __repr__(self) -> str:
-        return f"MilvusIndex({self.target.text!r}, parts={self.parts}, chunks={self.chunks_count})"
+        return f"MilvusIndex({self.target.shown!r}, parts={self.parts}, chunks={self.chunks_count})"
+
+    # -- the connection ------------------------------------------------------------------------
+    @property
+    def client(self):
+        client = self._client
+        if client is None:
+            raise MaragError(f"the index {self.target.shown} is closed", hint="open it again (marag.index.open_index) to search it")
+        return client
+
+    @property
+    def closed(self) -> bool:
+        return self._client is None
+
+    def close(self) -> None:
+        """Close the connection (a Lite file's lock goes with the last one). Idempotent."""
+        with self._lock:
+            client, self._client = self._client, None
+        if client is not None:
+            disconnect(client, self.target)
+
+    def __enter__(self) -> "MilvusIndex":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     # -- what it holds ------------------------------------------------------------------------
     @property
@@ -595,7 +774,7 @@ class MilvusIndex:
     def collection_id(self, name: str) -> int:
         names = self.collections()
         if not names:
-            raise IndexFormatError(f"{self.target.text} has no collections", hint="rebuild it with --collection-field FIELD or --split kmeans:N")
+            raise IndexFormatError(f"{self.target.shown} has no collections", hint="rebuild it with --collection-field FIELD or --split kmeans:N")
         if name not in names:
             raise UnknownNameError(f"unknown collection {name!r}", hint=f"choose one of: {', '.join(names)}")
         return names.index(name)
@@ -655,7 +834,7 @@ class MilvusIndex:
         try:
             return self._positions[chunk_id]
         except KeyError:
-            raise UnknownNameError(f"no chunk {chunk_id!r} in {self.target.text}", hint="chunk ids look like DOC_ID#POSITION") from None
+            raise UnknownNameError(f"no chunk {chunk_id!r} in {self.target.shown}", hint="chunk ids look like DOC_ID#POSITION") from None
 
     def hits_fields(self, rows: Sequence[int]) -> dict[int, dict[str, Any]]:
         """The hit fields of the chunks at `rows` (one request)."""
@@ -687,7 +866,7 @@ class MilvusIndex:
         if kind not in KINDS:
             raise UnknownNameError(f"unknown retriever {kind!r}", hint=f"choose one of: {', '.join(KINDS)}")
         if not self.has(kind):
-            raise IndexFormatError(f"{self.target.text} has no {kind!r} part (it has: {', '.join(self.parts)})",
+            raise IndexFormatError(f"{self.target.shown} has no {kind!r} part (it has: {', '.join(self.parts)})",
                                    hint="use one of those, or rebuild with --retrievers bm25,dense")  # fmt: skip
         key = (kind, collection)
         with self._lock:
@@ -758,7 +937,7 @@ class MilvusRetriever:
         self.name = f"milvus-{kind}" + (f"[{collection}]" if collection else "")
 
     def __repr__(self) -> str:
-        return f"MilvusRetriever(name={self.name!r}, index={self.index.target.text!r})"
+        return f"MilvusRetriever(name={self.name!r}, index={self.index.target.shown!r})"
 
     @property
     def embedder(self):

@@ -13,7 +13,8 @@ from an environment variable, so a target can be written to config.json, logs an
 A backend offers:
 
     open(target, embedder_options) -> an opened index (Index-like: manifest, config,
-                                      retriever(kind, collection), collections(), ...)
+                                      retriever(kind, collection), collections(), ...;
+                                      close() when it holds a connection)
     build(chunks, target, config, corpus_hash, overwrite, progress, batch_size) -> None
     shared(target) -> bool           several processes (Ray workers) may open it at once
     share_hint(target) -> str        when not: how to make it so
@@ -23,8 +24,9 @@ A backend offers:
 from __future__ import annotations
 
 import re
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Protocol, Sequence
+from typing import Any, Iterator, Protocol, Sequence
 
 from marag.corpus.models import Chunk
 from marag.errors import MaragError
@@ -73,6 +75,25 @@ def backend(target: str | Path) -> IndexBackend:
 def open_index(target: str | Path, embedder_options: dict[str, Any] | None = None) -> Any:
     """The index at `target` (a directory or an index URI), checked and ready to search."""
     return backend(target).open(str(target), embedder_options)
+
+
+def close_index(index: Any) -> None:
+    """Release what an opened index holds (a server connection; a Milvus Lite file's
+    lock). An index directory holds nothing: a no-op for it, and for None."""
+    close = getattr(index, "close", None)
+    if callable(close):
+        close()
+
+
+@contextmanager
+def opened_index(target: str | Path, embedder_options: dict[str, Any] | None = None) -> Iterator[Any]:
+    """`open_index` for a `with` block: the index is closed when the block ends, so a
+    command that reads an index for a moment does not keep a Lite file locked."""
+    index = open_index(target, embedder_options)
+    try:
+        yield index
+    finally:
+        close_index(index)
 
 
 def build_index_at(
@@ -163,4 +184,4 @@ class MilvusBackend:
         return Path(".marag") / f"skipped-records-{parse_target(target).collection}.txt"
 
 
-__all__ = ["INDEX_SCHEMES", "IndexBackend", "SKIPPED_FILE", "backend", "build_index_at", "open_index", "require_shared", "scheme_of", "shared"]
+__all__ = ["INDEX_SCHEMES", "IndexBackend", "SKIPPED_FILE", "backend", "build_index_at", "close_index", "open_index", "opened_index", "require_shared", "scheme_of", "shared"]
