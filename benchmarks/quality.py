@@ -9,7 +9,8 @@ strategy read (`retrieval_recall`) and in its sources (`sources_recall`), LLM ca
 stopped by the question budget (and by the deadline among them), and the failure
 attribution (`marag.eval.attribution`); then the paired difference of each strategy
 from the baseline (bootstrap 95% interval, `*` where it excludes 0) on the questions
-both answered; then the cost per correct answer. Markdown, ready for RESULTS.md. Reads only the run directories.
+both answered; then the cost per correct answer. Answers replayed from the LLM cache
+cost nothing; `--costs-from RUN` takes their cost from the run that made them. Markdown, ready for RESULTS.md. Reads only the run directories.
 """
 
 from __future__ import annotations
@@ -58,10 +59,35 @@ _SHOWN = {"k", "max_agent_calls", "max_llm_calls", "max_tokens", "deadline_s", "
           "judge_pages", "searcher_max_steps", "agents", "rerank", "answer_style"}  # fmt: skip
 
 
-def table(run: Run, baseline: str) -> str:
+def replayed(r: dict) -> bool:
+    """An answer whose LLM calls all came from the cache: its cost record says nothing
+    was spent this time."""
+    cost = r.get("cost") or {}
+    return cost.get("llm_calls", 0) > 0 and not cost.get("prompt_tokens") and not cost.get("completion_tokens")
+
+
+def with_costs_from(groups: dict[str, list[dict]], other: Run | None) -> tuple[dict[str, list[dict]], int]:
+    """Answers replayed from the LLM cache take their cost from `other` (an earlier run of
+    the same code that made those calls), matched by strategy and question."""
+    if other is None:
+        return groups, 0
+    made = {(r["strategy"], r["qid"]): r.get("cost") for r in other.results if not replayed(r)}
+    out, n = {}, 0
+    for name, rs in groups.items():
+        out[name] = []
+        for r in rs:
+            if replayed(r) and (cost := made.get((r["strategy"], r["qid"]))):
+                r, n = {**r, "cost": cost}, n + 1
+            out[name].append(r)
+    return out, n
+
+
+def table(run: Run, baseline: str, costs_from: Run | None = None) -> str:
     groups = run.groups(False)
     common, _ = common_questions(groups)
     groups = {k: [r for r in v if r["qid"] in common] for k, v in groups.items()}
+    groups, patched = with_costs_from(groups, costs_from)
+    still = sum(replayed(r) for rs in groups.values() for r in rs)
     stops = deadline_stops(run, [r for rs in groups.values() for r in rs])
     head = ["strategy", "n", "EM", "F1", "acc", "recall (read)", "recall (S)", "LLM calls mean/median", "prompt tok", "compl tok",
             "s/q", "budget stops (deadline)"] + list(CAUSES)  # fmt: skip
@@ -97,16 +123,23 @@ def table(run: Run, baseline: str) -> str:
             lines.append("| " + " | ".join(cells) + " |")
     # what a correct answer cost, beside the per-question cost above (the report's own section)
     lines += [""] + cost_per_correct(groups)
-    return describe(run) + "\n\n" + "\n".join(lines)
+    notes = []
+    if patched:
+        notes.append(f"{patched} answers were replayed from the LLM cache; their cost is the one recorded when {costs_from.name} made them.")
+    if still:
+        notes.append(f"{still} answers were replayed from the LLM cache and count no tokens or model time (give --costs-from RUN).")
+    return describe(run) + ("\n" + " ".join(notes) if notes else "") + "\n\n" + "\n".join(lines)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("runs", nargs="+", type=Path)
     ap.add_argument("--baseline", default="vanilla_rag")
+    ap.add_argument("--costs-from", type=Path, help="an earlier run of the same code whose costs stand in for answers replayed from the LLM cache")
     args = ap.parse_args()
+    other = Run(args.costs_from) if args.costs_from else None
     for p in args.runs:
-        print(table(Run(p), args.baseline) + "\n")
+        print(table(Run(p), args.baseline, other) + "\n")
 
 
 if __name__ == "__main__":
