@@ -109,6 +109,13 @@ def test_clean_query_drops_copied_bookkeeping():
     assert clean_query('"Maren Holt" Look for: birthplace') == "Maren Holt"
     assert clean_query("Look for: Maren Holt birthplace") == "Maren Holt birthplace"
     assert clean_query("Salt Winter author Facts found so far: - Salt Winter: Maren Holt") == "Salt Winter author"
+    # what the reference model wrote (hotpotqa_train100): a label glued on without its colon, a search URL
+    assert clean_query("Who wrote a song after attending a luau? Stillmissing") == "Who wrote a song after attending a luau"
+    assert clean_query("Maren Holt birthplace still missing") == "Maren Holt birthplace"
+    url = "https://www.google.com/search?q=Grace+Krilanovich+first+novel+publisher"
+    assert clean_query(url) == "Grace Krilanovich first novel publisher"
+    assert clean_query("Who asked the question") == "Who asked the question"  # a word that can end a query stays
+    assert clean_query("Still missing") == "Still missing"  # nothing else: left as it is
 
 
 # -- mRAG with the memory ----------------------------------------------------------------
