@@ -27,7 +27,7 @@ from marag.index.store import IndexConfig
 from marag.llm import LLMConfig, ScriptedLLM
 from marag.serve.view import write_static
 
-TOKEN = "test-token-123"
+TOKEN = "test-token-123-long-enough"  # `marag serve` refuses tokens under 16 characters
 BODY_TIMEOUT = 1.0  # the server's --body-timeout: short, so the stalled-body test is quick
 WEIRD_QIDS = ["a/b#c?d%e", "x_y.", "x?y."]  # the last two were one static file name before
 
@@ -226,6 +226,17 @@ def test_bad_requests_get_clear_4xx_and_the_server_keeps_serving(world):
     assert api(world, "GET", "/runs/demo/files/by_type.png").headers["content-type"] == "image/png"
 
 
+def test_requests_cannot_choose_models_files_or_urls(world):
+    # the server's own token as an API key, sent to a host the request names: refused before anything is built
+    leaky = {"backend": "openai", "model": "m", "base_url": "http://127.0.0.1:9/v1", "api_key_env": "MARAG_TEST_TOKEN"}
+    r = api(world, "POST", "/ask", json={"question": "q", "strategy": "kair", "index": "sample", "options": {"generator": leaky}})
+    assert r.status_code == 400 and "'generator' cannot be set in a request" in r.json()["error"], r.text
+    assert "when the server starts" in r.json()["error"] and "--llm" in r.json()["hint"]
+    r = api(world, "POST", "/runs", json={"dataset": "hotpotqa_train100", "strategies": ["mrag"], "limit": 1,
+                                          "options": {"mrag": {"role_llms": {"answerer": leaky}}}})  # fmt: skip
+    assert r.status_code == 400 and "'role_llms' cannot be set in a request" in r.json()["error"], r.text
+
+
 HOSTILE_BODIES = [
     b'{"question": "\\ud800", "index": "sample"}',  # a lone surrogate: was a 500 in the validation echo
     b'{"question": "ok \\udfff", "strategy": "vanilla_rag", "index": "sample"}',
@@ -274,6 +285,9 @@ def test_docs_are_served_offline_with_the_bearer_scheme(world):
     for s in srcs:
         assert api(world, "GET", s).status_code == 200, s
     assert api(world, "GET", "/docs/assets/..%2F..%2Fpyproject.toml").status_code == 404
+    # Swagger's inline start-up script runs by its hash (the browser test sees it render), no other inline script
+    script_src = next(d for d in page.headers["content-security-policy"].split(";") if d.strip().startswith("script-src"))
+    assert "'sha256-" in script_src and "unsafe-inline" not in script_src
     schema = api(world, "GET", "/openapi.json").json()
     assert schema["components"]["securitySchemes"]["bearer"] == {**schema["components"]["securitySchemes"]["bearer"], "type": "http", "scheme": "bearer"}
     assert schema["security"] == [{"bearer": []}] and schema["paths"]["/health"]["get"]["security"] == []

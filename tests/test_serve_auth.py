@@ -61,3 +61,91 @@ def test_sign_in_only_returns_to_a_path_of_this_server():
     for bad in (None, "", "//evil.example", "/\\evil.example", "https://evil.example", "javascript:alert(1)",
                 "/x\r\nSet-Cookie: a=b", "/signin", "/signout"):
         assert safe_next(bad) == "/", bad
+
+
+# -- the Gate: wrong bearer tokens count with wrong sign-ins; Content-Length; the CSP ---------
+TOKEN = "a-token-of-enough-length"
+
+
+def gate(sessions: Sessions):
+    from marag.serve.http import Gate
+
+    async def app(scope, receive, send):  # every admitted request: 200
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"ok"})
+
+    return Gate(app, sessions=sessions, token=TOKEN, max_body_bytes=1000, body_timeout_s=1.0)
+
+
+def call(app, method: str = "GET", path: str = "/runs", headers: dict[str, str] | None = None) -> tuple[int, dict[str, str], bytes]:
+    """One request through an ASGI app, headers exactly as given: (status, headers, body)."""
+    import asyncio
+
+    scope = {"type": "http", "method": method, "path": path, "query_string": b"", "server": ("127.0.0.1", 8321),
+             "headers": [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in (headers or {}).items()]}  # fmt: skip
+    sent: list[dict] = []
+
+    async def receive():
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def send(message):
+        sent.append(message)
+
+    asyncio.run(app(scope, receive, send))
+    start = next(m for m in sent if m["type"] == "http.response.start")
+    body = b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
+    return start["status"], {k.decode(): v.decode() for k, v in start["headers"]}, body
+
+
+def test_wrong_bearer_tokens_are_counted_and_lock_the_api_with_retry_after():
+    clock = Clock()
+    sessions = Sessions(TOKEN, max_failures=3, clock=clock)
+    app = gate(sessions)
+    right = {"Authorization": f"Bearer {TOKEN}"}
+    assert call(app, headers=right)[0] == 200
+    sessions.sign_in("a wrong sign-in")  # one count for sign-in and the header
+    assert [call(app, headers={"Authorization": f"Bearer guess{i}"})[0] for i in range(2)] == [401, 401]
+    assert call(app)[0] == 401  # no header is no guess: never 429, not counted
+    clock.now += 30
+    status, headers, body = call(app, headers=right)  # locked: no token is checked, the right one neither
+    assert status == 429 and headers["retry-after"] == "31" and b"too many wrong tokens" in body
+    assert call(app, "POST", "/ask", {"Authorization": "Bearer guess", "Content-Length": "2"})[1]["connection"] == "close"
+    assert call(app, "GET", "/health", {"Authorization": "Bearer guess"})[0] == 200  # open paths stay open
+    clock.now += 31  # the first failure is a minute old
+    assert call(app, headers=right)[0] == 200 and not sessions.locked()
+
+
+def test_a_content_length_that_is_not_a_number_is_a_bad_request():
+    app = gate(Sessions(TOKEN))
+    for length in ("abc", "-1", "1e3", "²", " 5"):
+        status, _, body = call(app, "POST", "/ask", {"Authorization": f"Bearer {TOKEN}", "Content-Length": length})
+        assert status == 400 and b"Content-Length must be a number" in body, (length, status, body)
+    status, _, body = call(app, "POST", "/ask", {"Authorization": f"Bearer {TOKEN}", "Content-Length": "5000"})
+    assert status == 413 and b"over 1000 bytes" in body
+
+
+def test_the_only_inline_script_is_allowed_by_its_hash():
+    import base64
+    import hashlib
+
+    from marag.serve.pages import FILTER_JS, Links, page
+
+    policy = call(gate(Sessions(TOKEN)), headers={"Authorization": f"Bearer {TOKEN}"})[1]["content-security-policy"]
+    script_src = next(d for d in policy.split(";") if d.strip().startswith("script-src"))
+    digest = base64.b64encode(hashlib.sha256(FILTER_JS.encode()).digest()).decode()
+    assert "unsafe-inline" not in script_src and f"'sha256-{digest}'" in script_src
+    assert f"<script>{FILTER_JS}</script>" in page("t", "", Links())  # the hash is of the script as pages carry it
+
+
+def test_serve_refuses_a_short_token_and_says_how_to_make_one(monkeypatch, marag):
+    import pydantic
+    import pytest
+
+    from marag.serve.app import ServeSettings
+
+    monkeypatch.setenv("MARAG_SHORT_TOKEN", "xyzzy42")
+    code, _, err = marag("serve", "--token-env", "MARAG_SHORT_TOKEN")
+    assert code == 2 and "7 characters; it needs at least 16" in err and "secrets.token_urlsafe(24)" in err
+    assert "xyzzy42" not in err  # the token itself is never printed
+    with pytest.raises(pydantic.ValidationError):
+        ServeSettings(token="short")

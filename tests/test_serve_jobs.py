@@ -72,3 +72,62 @@ def test_an_evaluation_is_checked_before_it_starts(data_dir):
             eval_config(*args, llm, str(data_dir))
     with pytest.raises(MaragError, match="no benchmark data"):
         eval_config("hotpotqa_train100", ["llm_only"], 1, {}, None, llm, None)
+
+
+LEAKY_LLM = {"backend": "openai", "model": "m", "base_url": "http://attacker.example/v1", "api_key_env": "MARAG_TEST_TOKEN"}
+
+
+def test_settings_that_name_a_model_file_or_url_are_refused_in_requests(data_dir):
+    from marag.llm import LLMConfig
+
+    llm = LLMConfig(backend="scripted")
+    for strategy, options in [("kair", {"generator": LEAKY_LLM}), ("mrag", {"role_llms": {"answerer": {"backend": "llamacpp", "lora": "/etc/passwd"}}}),
+                              ("ginger", {"k": 5, "cross_encoder": {"model": "/tmp/x.onnx", "tokenizer": "/tmp/t.json"}}),
+                              ("kair_paper", {"generator": {"cache_dir": "/tmp/anywhere"}})]:  # fmt: skip
+        key = next(k for k in options if k != "k")
+        with pytest.raises(MaragError, match=f"strategy {strategy!r}: {key!r} cannot be set in a request.*set when the server starts") as err:
+            eval_config("hotpotqa_train100", [strategy], 1, {strategy: options}, None, llm, str(data_dir))
+        assert key in err.value.hint and "--llm" in err.value.hint
+    eval_config("hotpotqa_train100", ["kair"], 1, {"kair": {"k": 5}}, None, llm, str(data_dir))  # other settings still may
+
+
+def test_every_setting_that_could_name_a_model_file_url_or_variable_is_operator_only():
+    """A tripwire for new settings: one whose name or type says it may hold a model
+    spec, path, URL, directory or environment variable name must be marked OPERATOR_ONLY
+    (or, after checking that it cannot, listed here as harmless)."""
+    import re
+    import typing
+
+    from marag.strategies import STRATEGIES
+    from marag.strategies.base import operator_only_fields
+
+    harmless = {"max_llm_calls", "cross_encoder_depth", "pointwise_llm_depth", "clusterer"}  # counts; a registry name
+    suspicious = re.compile(r"(^|_)(llms?|model|path|file|dir|url|uri|env|endpoint|key|cache|lora|onnx|encoder|generator|clusterer)(_|$)")
+    unmarked = set()
+    for name in STRATEGIES.names():
+        config = STRATEGIES.get(name).Config
+        marked = operator_only_fields(config)
+        for field, info in config.model_fields.items():
+            free_form = "Any" in str(info.annotation) or typing.get_origin(info.annotation) is dict and "str, str" in str(info.annotation)
+            if (suspicious.search(field) or free_form) and field not in marked and field not in harmless:
+                unmarked.add(f"{name}.{field}")
+    assert not unmarked, f"mark these OPERATOR_ONLY (or list them as harmless): {sorted(unmarked)}"
+    assert {"generator"} <= operator_only_fields(STRATEGIES.get("kair").Config)
+    assert {"role_llms"} <= operator_only_fields(STRATEGIES.get("mrag").Config)
+    assert {"cross_encoder"} <= operator_only_fields(STRATEGIES.get("ginger").Config)
+
+
+def test_many_strategies_make_a_short_valid_run_id(data_dir, tmp_path):
+    from marag.llm import LLMConfig
+    from marag.serve.store import RUN_ID, RunStore
+    from marag.strategies import STRATEGIES
+
+    llm = LLMConfig(backend="scripted")
+    names = sorted(STRATEGIES.names(), key=len, reverse=True)[:10]  # the longest names, as many as a request may list
+    run_id = eval_config("hotpotqa_train100", names, 1, {}, None, llm, str(data_dir)).default_run_id()
+    assert RUN_ID.fullmatch(run_id) and len(run_id) < 120 and "-10-strategies-" in run_id, run_id
+    RunStore(tmp_path).check_writable(run_id)
+    other = eval_config("hotpotqa_train100", names[:2] + names[3:] + names[2:3], 1, {}, None, llm, str(data_dir)).default_run_id()
+    assert other != run_id  # the same first two, in another order: another run
+    short = eval_config("hotpotqa_train100", ["llm_only", "vanilla_rag"], 1, {}, None, llm, str(data_dir))
+    assert short.default_run_id() == f"hotpotqa_train100-llm_only+vanilla_rag-{short.fingerprint()}"  # short ids as before

@@ -499,10 +499,14 @@ def serve(
     from marag.config import data_dir as find_data_dir
     from marag.llm import LLMConfig
     from marag.serve.app import ServeSettings, create_app
+    from marag.serve.auth import MAKE_TOKEN, MIN_TOKEN_CHARS
 
     token = os.environ.get(token_env) if token_env else None
     if token_env and not token:
         raise MaragError(f"${token_env} is empty", hint=f"export {token_env}=... before starting the server")
+    if token is not None and len(token) < MIN_TOKEN_CHARS:  # a short token is guessed even at 20 tries a minute
+        raise MaragError(f"${token_env} holds a token of {len(token)} characters; it needs at least {MIN_TOKEN_CHARS}",
+                         hint=f"make one: export {token_env}=$({MAKE_TOKEN})")  # fmt: skip
     from marag.serve.http import LOOPBACK_NAMES
 
     if host not in LOOPBACK_NAMES and not token:

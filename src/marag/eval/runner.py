@@ -116,8 +116,18 @@ class EvalConfig(BaseModel):
         return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:10]
 
     def default_run_id(self) -> str:
+        """`<dataset>-<strategies>-<fingerprint>`. Many strategies' names would make a
+        folder name past what the server accepts as a run id (200 characters): past
+        `RUN_ID_NAMES_CHARS` the names part is the first two and a count. The fingerprint
+        covers every strategy, so ids stay distinct; ids that fit are unchanged."""
         skipped = f"-from{self.skip + 1}" if self.skip else ""
-        return f"{Path(self.dataset).stem}{skipped}-{'+'.join(self.strategies)}-{self.fingerprint()}"
+        names = "+".join(self.strategies)
+        if len(names) > RUN_ID_NAMES_CHARS:
+            names = "+".join(s[:30] for s in self.strategies[:2]) + f"-{len(self.strategies)}-strategies"
+        return f"{Path(self.dataset).stem[:60]}{skipped}-{names}-{self.fingerprint()}"
+
+
+RUN_ID_NAMES_CHARS = 100  # the strategies part of a default run id, at most (see default_run_id)
 
 
 def validate_names(cfg: EvalConfig) -> None:

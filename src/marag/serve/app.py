@@ -17,9 +17,12 @@ sign-in needs `Authorization: Bearer <token>` or, for reading, a session cookie
 `body_timeout_s`; answering is limited to `max_concurrency` at once with `max_queue`
 waiting and evaluations to `max_runs` (more get 429); strategy, dataset, metric and
 index names are checked against registries and the configured index directory before
-any work starts; run, trace and file names against strict patterns, and every file
-read must resolve inside the runs directory (`marag.serve.store`). Every error a
-request can cause is a 4xx JSON answer with a message and a hint.
+any work starts; options may not set what names a model, file, URL, directory or
+environment variable (`OPERATOR_ONLY` in `marag.strategies.base`: those are the
+operator's, set when the server starts); run, trace and file names against strict
+patterns, and every file read must resolve inside the runs directory
+(`marag.serve.store`). Every error a request can cause is a 4xx JSON answer with a
+message and a hint.
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ from starlette.requests import Request
 
 from marag.errors import MaragError, UnknownNameError
 from marag.serve import pages
+from marag.serve.auth import MIN_TOKEN_CHARS
 from marag.serve.store import RUN_ID, TRACE_ID, BadName, RunConflict, RunStore, check
 
 INDEX_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
@@ -57,7 +61,7 @@ class ServeSettings(BaseModel):
     index_uris: dict[str, str] = Field(default_factory=dict)  # name -> index URI (marag.index.uri); no secrets in them
     data_dir: str | None = None  # benchmark data for POST /runs
     llm: dict[str, Any] = Field(default_factory=lambda: {"backend": "llamacpp"})  # LLMConfig fields
-    token: str | None = None
+    token: str | None = Field(default=None, min_length=MIN_TOKEN_CHARS)  # `marag serve` says how to make one
     max_body_bytes: int = Field(default=64_000, ge=1_000)
     body_timeout_s: float = Field(default=15.0, gt=0)  # a body not whole by then: 408, connection closed
     max_concurrency: int = Field(default=4, ge=1)
@@ -139,8 +143,8 @@ def create_app(settings: ServeSettings, llm=None):
     from marag.serve.auth import Sessions, cookie_name, safe_next
     from marag.serve.docs import add_docs
     from marag.serve.http import OPEN_PATHS, Gate, SafeHTML, SafeJSON
-    from marag.serve.jobs import Jobs
-    from marag.strategies import STRATEGIES, make_strategy
+    from marag.serve.jobs import Jobs, refuse_operator_settings
+    from marag.strategies import STRATEGIES
 
     app = FastAPI(title="marag", description="Multi-agent RAG: ask, evaluate, and view trajectories.",
                   docs_url=None, redoc_url=None, default_response_class=SafeJSON)  # fmt: skip
@@ -182,11 +186,16 @@ def create_app(settings: ServeSettings, llm=None):
         log.exception("error serving %s %s", request.method, request.url.path)
         return SafeJSON({"error": "internal error", "hint": "the server's log has the details"}, 500)
 
-    opened_uris: dict[str, Any] = {}  # a server-backed index is opened once: a connection and an embedder
+    # Each index's retriever, by index name, as a task that opens it: opening connects to
+    # an index's server and loads its embedder (URIs) or reads its files and parts
+    # (directories), seconds of work for a large index, so it happens once per index, in a
+    # thread (the event loop keeps serving), and requests that come while it opens wait for
+    # the same task. A directory index is keyed by its manifest's modification time too,
+    # so one rebuilt in place is opened again; a failed opening is not kept.
+    opened: dict[str, tuple[int | None, asyncio.Future]] = {}
 
-    def open_named_index(name: str | None):
-        from marag.index.uri import open_index
-
+    def locate_index(name: str | None) -> tuple[str, str | Path, int | None]:
+        """(the index's name, its target, its version stamp), checked without opening it."""
         if not settings.indexes_dir and not settings.index_uris:
             raise MaragError("this server has no indexes", hint="start it with --indexes DIR (or an index URI)")
         if name is None:
@@ -195,10 +204,23 @@ def create_app(settings: ServeSettings, llm=None):
                 raise MaragError("name the index", hint=f"choose one of: {', '.join(names) or '(none)'}")
             name = names[0]
         if name in settings.index_uris:
-            if name not in opened_uris:
-                opened_uris[name] = open_index(settings.index_uris[name])
-            return opened_uris[name]
-        return open_index(index_path(name))
+            return name, settings.index_uris[name], None
+        path = index_path(name)
+        return name, path, (path / "manifest.json").stat().st_mtime_ns
+
+    async def named_retriever(name: str, target: str | Path, stamp: int | None):
+        from marag.index.uri import open_index
+
+        entry = opened.get(name)
+        if entry is None or entry[0] != stamp:
+            entry = opened[name] = (stamp, asyncio.ensure_future(asyncio.to_thread(lambda: open_index(target).retriever())))
+        try:
+            # shielded: a client that goes away must not cancel an opening others wait for
+            return await asyncio.shield(entry[1])
+        except Exception:
+            if opened.get(name) is entry:
+                del opened[name]
+            raise
 
     def index_path(name: str) -> Path:
         if not settings.indexes_dir:
@@ -233,7 +255,8 @@ def create_app(settings: ServeSettings, llm=None):
         if sessions is None:
             return RedirectResponse(target, 303)  # no token: nothing to sign in to
         if sessions.locked():
-            return SafeHTML(pages.signin_page(target, "Too many wrong tokens in the last minute: wait a minute and try again."), 429)
+            return SafeHTML(pages.signin_page(target, "Too many wrong tokens in the last minute: wait a minute and try again."), 429,
+                            headers={"retry-after": str(sessions.retry_after())})  # fmt: skip
         value = sessions.sign_in((form.get("token") or [""])[0])
         if value is None:
             return SafeHTML(pages.signin_page(target, "That is not the token this server was started with."), 401)
@@ -274,12 +297,17 @@ def create_app(settings: ServeSettings, llm=None):
         if len(req.question) > settings.max_question_chars:
             raise MaragError(f"the question is over {settings.max_question_chars} characters")
         cls = STRATEGIES.get(req.strategy)
-        retriever = open_named_index(req.index).retriever() if cls.needs_retriever or req.index else None
-        strategy = make_strategy(req.strategy, model, retriever, req.options)
+        refuse_operator_settings(req.strategy, req.options)
+        config = cls.validate_config(req.options)
+        where = locate_index(req.index) if cls.needs_retriever or req.index else None
+        # the queue is checked before any work: a busy server answers 429 at once
         if state["waiting"] >= settings.max_queue + settings.max_concurrency:
             return SafeJSON({"error": "too many questions in progress", "hint": "retry later"}, 429)
         state["waiting"] += 1
         try:
+            retriever = await named_retriever(*where) if where else None
+            # in a thread: a strategy may load a model file when it is made (GINGER's cross-encoder)
+            strategy = await asyncio.to_thread(cls, model, retriever, config)
             async with gate:
                 answer = await strategy.run(req.question)
         finally:

@@ -9,20 +9,29 @@ revoked) and when the server restarts (new key). The cookie is HttpOnly (page sc
 cannot read it) and SameSite=Strict (no other site's page can make the browser send
 it); tokens and MACs are compared in constant time.
 
-Wrong tokens on /signin are counted: past `max_failures` in a minute, sign-in answers
-429 until the minute has passed, so the token cannot be guessed at network speed.
+Wrong tokens are counted, on /signin and in `Authorization` headers alike (one count:
+a guesser gains nothing by switching): past `max_failures` in a minute, both answer 429
+with Retry-After until the oldest counted failure is a minute old. While locked, no
+token is checked at all, the right one included: were the right one let through, a
+guesser would still learn which guess was right at network speed. (So a flood of wrong
+tokens locks out the token's owner too, for a minute at a time: the price of a count
+that needs no per-client state.) With tokens of at least `MIN_TOKEN_CHARS` characters
+(`marag serve` refuses shorter ones), 20 guesses a minute never find one.
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
+import math
 import secrets
 import time
 from collections import OrderedDict, deque
 from collections.abc import Callable
 
 COOKIE_PREFIX = "marag_session"
+MIN_TOKEN_CHARS = 16
+MAKE_TOKEN = "python -c \"import secrets; print(secrets.token_urlsafe(24))\""  # how to make a good token
 
 
 def token_matches(given: str, token: str) -> bool:
@@ -69,18 +78,34 @@ class Sessions:
 
     def sign_in(self, given: str) -> str | None:
         """A new session value for the right token; None for a wrong one (counted)."""
-        if not token_matches(given, self._token):
-            self._failures.append(self._clock())
+        if not self._counted(token_matches(given, self._token)):
             return None
         issued, nonce = int(self._clock()), secrets.token_urlsafe(18)
         return f"{issued}.{nonce}.{self._mac(issued, nonce)}"
 
+    def bearer(self, header: str) -> bool:
+        """Whether an `Authorization` header carries the token (a wrong one is counted)."""
+        return self._counted(bearer_matches(header, self._token))
+
+    def _counted(self, right: bool) -> bool:
+        if not right:
+            self._failures.append(self._clock())
+        return right
+
     def locked(self) -> bool:
-        """Whether too many wrong tokens were sent in the last minute."""
+        """Whether too many wrong tokens were sent in the last minute (callers check this
+        before checking a token, and check none while it holds)."""
         now = self._clock()
         while self._failures and self._failures[0] < now - 60:
             self._failures.popleft()
         return len(self._failures) >= self.max_failures
+
+    def retry_after(self) -> int:
+        """Whole seconds until `locked()` stops holding (0 when it does not hold)."""
+        if not self.locked():
+            return 0
+        unlock = self._failures[len(self._failures) - self.max_failures] + 60  # when enough failures have aged out
+        return max(1, math.floor(unlock - self._clock()) + 1)
 
     def valid(self, value: str | None) -> bool:
         parsed = self._parse(value)

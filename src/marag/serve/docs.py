@@ -9,6 +9,7 @@ it /docs answers 404 with the command that installs it; /openapi.json works eith
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +37,7 @@ def add_docs(app, open_paths: frozenset[str], secured: bool) -> None:
     from fastapi.responses import FileResponse
 
     from marag.errors import UnknownNameError
-    from marag.serve.http import SafeHTML
+    from marag.serve.http import SafeHTML, content_security_policy
 
     assets = swagger_dir()
 
@@ -49,7 +50,11 @@ def add_docs(app, open_paths: frozenset[str], secured: bool) -> None:
             swagger_css_url=ASSET_URL + "swagger-ui.css", swagger_favicon_url=ASSET_URL + "favicon-32x32.png",
             swagger_ui_parameters={"persistAuthorization": False},
         )  # fmt: skip
-        return SafeHTML(page.body.decode("utf-8"))
+        html = page.body.decode("utf-8")
+        # the page starts Swagger UI with an inline script: allowed by its hash, as the
+        # viewer pages' script is (`marag.serve.http`), never by 'unsafe-inline'
+        inline = re.findall(r"<script>(.*?)</script>", html, re.S)
+        return SafeHTML(html, headers={"content-security-policy": content_security_policy(inline)})
 
     @app.get(ASSET_URL + "{name}", include_in_schema=False)
     async def docs_asset(name: str):

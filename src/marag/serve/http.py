@@ -10,14 +10,19 @@ always be encoded.
   token, or a valid session cookie on a GET/HEAD (the cookie opens the pages and the
   read-only API; requests that start work, POST /ask and POST /runs, need the header,
   so a signed-in browser cannot be made to start them). A browser asking for a page
-  without either is sent to the sign-in page; an API client gets 401 JSON.
+  without either is sent to the sign-in page; an API client gets 401 JSON. A wrong
+  token in the header counts with wrong sign-ins (`Sessions`): past the limit, every
+  request with the header gets 429 and Retry-After, so the token cannot be guessed
+  through the API either.
 - how much: a body must announce its size (411 otherwise) and stay under the limit
   (413); it must arrive whole within `body_timeout_s`, or the server answers 408 and
   closes the connection, so clients that announce a body and never send it cannot
   hold connections open. The body is read here, before any route runs, and replayed.
 - what the browser may do with a response: no sniffing, no framing, no scripts,
   styles, images or connections from anywhere but this server (the pages never load
-  anything from a CDN), no referrer.
+  anything from a CDN), no referrer. The one inline script the pages carry,
+  `pages.FILTER_JS`, is allowed by its hash, not by 'unsafe-inline': markup that gets
+  into a page past the escaping still cannot run a script.
 
 `SafeJSON` and `SafeHTML` encode text with lone surrogates (valid in a JSON string
 escape such as "\\ud800", invalid in UTF-8) instead of failing with a 500.
@@ -26,8 +31,11 @@ escape such as "\\ud800", invalid in UTF-8) instead of failing with a 500.
 from __future__ import annotations
 
 import asyncio
+import base64
+import hashlib
 import json
 import math
+from collections.abc import Iterable
 from typing import Any
 from urllib.parse import quote
 
@@ -35,19 +43,27 @@ from starlette.datastructures import Headers
 from starlette.requests import cookie_parser
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse
 
-from marag.serve.auth import Sessions, bearer_matches, cookie_name
+from marag.serve.auth import Sessions, cookie_name
+from marag.serve.pages import FILTER_JS
+
+def script_hash(script: str) -> str:
+    """A CSP source that allows exactly this inline script (its text between the tags)."""
+    return "'sha256-" + base64.b64encode(hashlib.sha256(script.encode("utf-8")).digest()).decode() + "'"
+
+
+def content_security_policy(scripts: Iterable[str] = ()) -> str:
+    """The pages' policy; `scripts` are the inline scripts a page may run."""
+    allowed = " ".join(["'self'", *map(script_hash, scripts)])
+    return (f"default-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-inline'; script-src {allowed}; "
+            "connect-src 'self'; frame-ancestors 'none'; form-action 'self'; base-uri 'none'")  # fmt: skip
+
 
 SECURITY_HEADERS = [
     (b"x-content-type-options", b"nosniff"),
     (b"x-frame-options", b"DENY"),
     (b"referrer-policy", b"no-referrer"),
-    (
-        b"content-security-policy",
-        (
-            b"default-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-inline'; script-src 'self' 'unsafe-inline'; "
-            b"connect-src 'self'; frame-ancestors 'none'; form-action 'self'; base-uri 'none'"
-        ),
-    ),
+    # a response that sets its own policy keeps it (/docs allows its own inline script)
+    (b"content-security-policy", content_security_policy([FILTER_JS]).encode()),
 ]
 OPEN_PATHS = frozenset({"/health", "/signin", "/signout"})
 LOOPBACK_NAMES = frozenset({"127.0.0.1", "localhost", "::1"})
@@ -84,7 +100,8 @@ class Gate:
                  allowed_hosts: frozenset[str] | None = None):  # fmt: skip
         self.app = app
         self.allowed_hosts = allowed_hosts
-        self.sessions = sessions
+        # the count of wrong tokens lives in Sessions, shared with /signin
+        self.sessions = sessions if sessions is not None or token is None else Sessions(token)
         self.token = token
         self.max_body_bytes = max_body_bytes
         self.body_timeout_s = body_timeout_s
@@ -105,9 +122,19 @@ class Gate:
         if self.allowed_hosts is not None and _hostname(headers.get("host", "")) not in self.allowed_hosts:
             return await refuse(SafeJSON({"error": "this server answers only requests addressed to it by a loopback name",
                                           "hint": f"open it as http://127.0.0.1:<port>/ (names: {', '.join(sorted(self.allowed_hosts))})"}, 400))  # fmt: skip
-        if self.token and not self._admitted(scope, headers):
-            return await refuse(self._unauthenticated(scope, headers))
-        if length is not None and (not length.isdigit() or int(length) > self.max_body_bytes):
+        if self.token and scope["path"] not in OPEN_PATHS:
+            if "authorization" in headers and self.sessions.locked():  # checked before the token: see marag.serve.auth
+                wait = self.sessions.retry_after()
+                return await refuse(SafeJSON({"error": "too many wrong tokens in the last minute",
+                                              "hint": f"retry in {wait} s with the token the server was started with"},
+                                             429, headers={"retry-after": str(wait)}))  # fmt: skip
+            if not self._admitted(scope, headers):
+                return await refuse(self._unauthenticated(scope, headers))
+        # ASCII digits only: str.isdigit() also takes "²", which int() refuses
+        if length is not None and not (length.isascii() and length.isdigit()):
+            return await refuse(SafeJSON({"error": f"Content-Length must be a number, not {length[:40]!r}",
+                                          "hint": "send the body's size in bytes, e.g. Content-Length: 42"}, 400))  # fmt: skip
+        if length is not None and int(length) > self.max_body_bytes:
             return await refuse(SafeJSON({"error": f"request body over {self.max_body_bytes} bytes"}, 413))
         if length is None and (scope["method"] in ("POST", "PUT", "PATCH") or "transfer-encoding" in headers):
             return await refuse(SafeJSON({"error": "send the body with a Content-Length header"}, 411))
@@ -121,9 +148,7 @@ class Gate:
         await self.app(scope, receive, send)
 
     def _admitted(self, scope, headers: Headers) -> bool:
-        if scope["path"] in OPEN_PATHS:
-            return True
-        if bearer_matches(headers.get("authorization", ""), self.token):
+        if "authorization" in headers and self.sessions.bearer(headers["authorization"]):  # a wrong one is counted
             return True
         if scope["method"] in READ_METHODS and self.sessions is not None:
             port = (scope.get("server") or (None, None))[1]

@@ -98,12 +98,29 @@ class Jobs:
         return job
 
 
+def refuse_operator_settings(strategy: str, options: dict[str, Any] | None) -> None:
+    """A MaragError (HTTP 400) when a request's options for `strategy` set a field that
+    names a model, file, URL, directory or environment variable (`OPERATOR_ONLY` in
+    `marag.strategies.base`): a remote caller could otherwise point the server at their
+    own host with one of its secrets as the key, or make it read or write any file."""
+    from marag.strategies import STRATEGIES
+    from marag.strategies.base import operator_only_fields
+
+    refused = sorted(set(options or {}) & operator_only_fields(STRATEGIES.get(strategy).Config))
+    if refused:
+        keys = ", ".join(map(repr, refused))
+        raise MaragError(f"strategy {strategy!r}: {keys} cannot be set in a request: {'it names' if len(refused) == 1 else 'they name'} "
+                         "a model, file, URL or environment variable, which is set when the server starts, not per request",
+                         hint=f"remove {keys} from the options; the server answers with the model it was started with (--llm)")  # fmt: skip
+
+
 def eval_config(dataset: str, strategies: list[str], limit: int, options: dict[str, dict[str, Any]],
                 metrics: list[str] | None, llm, data_dir: str | None):  # fmt: skip
     """The EvalConfig of an evaluation asked for over HTTP, with everything it could fail
     on at its start checked first (a MaragError saying what to change): the dataset is
     registered (never a path) and its data present, no strategy or metric is named twice,
-    options are keyed by a listed strategy and valid for it, and every name is known.
+    options are keyed by a listed strategy, valid for it and set nothing only the server's
+    operator may (`refuse_operator_settings`), and every name is known.
     Judged metrics are run as judged metrics (by the server's model)."""
     from marag.eval.datasets import DATASETS
     from marag.eval.metrics import METRICS
@@ -125,6 +142,7 @@ def eval_config(dataset: str, strategies: list[str], limit: int, options: dict[s
         raise MaragError(f"options for {', '.join(map(repr, stray))}, which {'is' if len(stray) == 1 else 'are'} not among the strategies",
                          hint=f"options are keyed by strategy: {', '.join(strategies)}")  # fmt: skip
     for s in strategies:
+        refuse_operator_settings(s, options.get(s))
         STRATEGIES.get(s).validate_config(options.get(s))
     names = metrics or list(DEFAULT_METRICS)
     judged = {m for m in names if METRICS.get(m).needs_judge}

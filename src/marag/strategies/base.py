@@ -51,6 +51,22 @@ class Answer(BaseModel):
         return {**self.model_dump(mode="json"), "trace_id": self.trace.id}
 
 
+# Marks a config field that names a model, a file, a URL, a directory or an environment
+# variable (an LLM spec has all of these: base_url, api_key_env, model_path, lora,
+# cache_dir). Whoever sets such a field chooses what the process reads, writes and
+# connects to, and which of its secrets it sends where (api_key_env may name any
+# variable; it goes to base_url as a Bearer token). The command line and config files
+# may set them; `marag serve` refuses them in requests (`operator_only_fields`). Mark
+# every such field: `Field(..., json_schema_extra=OPERATOR_ONLY)`.
+OPERATOR_ONLY: dict[str, Any] = {"operator_only": True}
+
+
+def operator_only_fields(config: type[BaseModel]) -> frozenset[str]:
+    """The fields of `config` marked `OPERATOR_ONLY`."""
+    return frozenset(name for name, field in config.model_fields.items()
+                     if isinstance(field.json_schema_extra, dict) and field.json_schema_extra.get("operator_only"))  # fmt: skip
+
+
 class StrategyConfig(BaseModel):
     """Every strategy's config. The hard per-question budget is common to all (see
     `marag.llm.budget`): whichever of calls, tokens and seconds runs out first stops the

@@ -104,6 +104,7 @@ from marag.index.facets import check_clusterer, cluster_facets
 from marag.index.fusion import rrf
 from marag.index.rerank import cross_encoder_available, get_reranker
 from marag.strategies.base import (
+    OPERATOR_ONLY,
     STRATEGIES,
     AnsweringConfig,
     PaperSwitch,
@@ -138,7 +139,7 @@ class GingerConfig(PaperSwitch, AnsweringConfig):
     pointwise: Literal["embedding", "llm", "cross_encoder"] = "embedding"
     pointwise_llm_depth: int = Field(default=30, ge=1, le=200)
     cross_encoder_depth: int = Field(default=100, ge=1, le=5000)  # fused candidates the cross-encoder scores
-    cross_encoder: dict[str, str] | None = None  # {"model": path.onnx, "tokenizer": tokenizer.json}; else the installed one
+    cross_encoder: dict[str, str] | None = Field(default=None, json_schema_extra=OPERATOR_ONLY)  # {"model": path.onnx, "tokenizer": tokenizer.json}; else the installed one
     k: int = Field(default=20, ge=1, le=100)  # pairwise reranking depth (paper: 40)
     pairwise: bool = True
     pairwise_scheme: Literal["bubble", "all_pairs"] = "bubble"

@@ -72,7 +72,7 @@ from marag.index.memory import SearchMemory, overlap, query_terms, repeated
 from marag.llm.base import LLM
 from marag.llm.budget import budget_spent, grace
 from marag.llm.factory import LLMConfig, make_llm
-from marag.strategies.base import STRATEGIES, AnsweringConfig, PaperSwitch, Strategy, register_variant
+from marag.strategies.base import OPERATOR_ONLY, STRATEGIES, AnsweringConfig, PaperSwitch, Strategy, register_variant
 from marag.trace import record_read, step
 
 # What `paper=True` sets: every addition of ours off (module docstring).
@@ -108,7 +108,7 @@ class KAIRConfig(PaperSwitch, AnsweringConfig):
     agent_angles: bool = True
     temperature: float = 0.0
     seed: int | None = None
-    generator: dict[str, Any] | None = None  # LLMConfig fields of the answering model (default: the strategy's)
+    generator: dict[str, Any] | None = Field(default=None, json_schema_extra=OPERATOR_ONLY)  # LLMConfig fields of the answering model (default: the strategy's)
 
 
 def supported(fact: str, passage: str, share: float = 0.6) -> bool:

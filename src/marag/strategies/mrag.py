@@ -113,7 +113,7 @@ from marag.index.memory import SearchMemory, query_terms
 from marag.llm.base import LLM
 from marag.llm.budget import budget_spent, grace
 from marag.llm.factory import LLMConfig, make_llm
-from marag.strategies.base import STRATEGIES, AnsweringConfig, PaperSwitch, Strategy, register_variant
+from marag.strategies.base import OPERATOR_ONLY, STRATEGIES, AnsweringConfig, PaperSwitch, Strategy, register_variant
 from marag.trace import current_trace, normalize_query, step
 
 ROLES = ("coordinator", "planner", "searcher", "summarizer", "reasoner", "validator", "answerer", "reviser")
@@ -170,7 +170,7 @@ class MRAGConfig(PaperSwitch, AnsweringConfig):
     # per role, e.g. self-training samples trainable roles at 0.7 and the answerer at 0.1
     role_temperatures: dict[str, float] = Field(default_factory=dict)
     seed: int | None = None
-    role_llms: dict[str, dict[str, Any]] = Field(default_factory=dict)  # role -> LLMConfig fields
+    role_llms: dict[str, dict[str, Any]] = Field(default_factory=dict, json_schema_extra=OPERATOR_ONLY)  # role -> LLMConfig fields
 
     @field_validator("role_llms", "role_temperatures")
     @classmethod
