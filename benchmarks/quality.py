@@ -82,8 +82,10 @@ def with_costs_from(groups: dict[str, list[dict]], other: Run | None) -> tuple[d
     return out, n
 
 
-def table(run: Run, baseline: str, costs_from: Run | None = None) -> str:
+def table(run: Run, baseline: str, costs_from: Run | None = None, only: list[str] | None = None) -> str:
     groups = run.groups(False)
+    if only:
+        groups = {k: v for k, v in groups.items() if k in only}
     common, _ = common_questions(groups)
     groups = {k: [r for r in v if r["qid"] in common] for k, v in groups.items()}
     groups, patched = with_costs_from(groups, costs_from)
@@ -135,11 +137,13 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("runs", nargs="+", type=Path)
     ap.add_argument("--baseline", default="vanilla_rag")
+    ap.add_argument("--strategies", help="only these strategies (comma-separated), e.g. while a run is still going")
     ap.add_argument("--costs-from", type=Path, help="an earlier run of the same code whose costs stand in for answers replayed from the LLM cache")
     args = ap.parse_args()
     other = Run(args.costs_from) if args.costs_from else None
+    only = [x.strip() for x in args.strategies.split(",") if x.strip()] if args.strategies else None
     for p in args.runs:
-        print(table(Run(p), args.baseline, other) + "\n")
+        print(table(Run(p), args.baseline, other, only) + "\n")
 
 
 if __name__ == "__main__":
