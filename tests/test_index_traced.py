@@ -68,3 +68,67 @@ def test_hits_of_a_batch_are_independent_objects():
     assert b.score > 0 and all(h.score > 0 for page in pages for h in page if h is not a)
     assert a.model_fields_set == set(Hit.model_fields) and b.model_copy(update={"score": 9.0}).score == 9.0
     assert [len(p) for p in pages] == [3, 3] and [h.chunk_id for h in pages[0]] == [h.chunk_id for h in pages[1]]
+
+
+def _apple_batch():
+    from marag.index.bm25 import BM25Retriever
+
+    chunks = [Chunk(id=f"d{i}#0", doc_id=f"d{i}", text=f"apple pie number {i}" + " apple" * i, title="") for i in range(6)]
+    retriever = BM25Retriever.from_chunks(chunks)
+    queries = ["apple pie", "number 3", "pie", "nothing like it"]
+    return retriever, queries
+
+
+def test_batch_pages_are_made_when_read_and_behave_as_the_lists_they_stand_for():
+    from marag.index.traced import LazyHits
+
+    retriever, queries = _apple_batch()
+    pages = retriever.search_batch(queries, k=3)
+    eager = [retriever.search(q, k=3) for q in queries]  # one query: plain lists
+    assert all(type(p) is list for p in eager)
+    assert [type(p) for p in pages] == [LazyHits] * 4
+    # len (and truth) without making hits; the whole batch's hits at the first read
+    assert [len(p) for p in pages] == [len(p) for p in eager] == [3, 3, 3, 0] and not pages[3]
+    batch = pages[0]._flat
+    assert batch.pages is None and all(p._flat is batch for p in pages)
+    first = pages[1][0]
+    assert [len(p) for p in batch.pages] == [3, 3, 3, 0] and pages[0]._hits is None and pages[3] == []
+    assert first == eager[1][0] and pages[1][0] is first  # made once, kept
+    for page, plain in zip(pages, eager):
+        assert page == plain and plain == page and not (page != plain)
+        assert list(page) == plain and page[:2] == plain[:2] and type(page[:2]) is list
+        assert page + plain == plain + plain == plain + page and type(plain + page) is list
+        assert list(reversed(page)) == plain[::-1] and all(h in page for h in plain)
+        assert repr(page) == repr(plain) and page.copy() == plain and page.copy() is not page
+        assert page.index(plain[0]) == 0 if plain else True
+        assert pickle.loads(pickle.dumps(page)) == plain and type(pickle.loads(pickle.dumps(page))) is list
+        assert copy.deepcopy(page) == plain
+    assert pages[0] != pages[2] and pages == [retriever.search(q, k=3) for q in queries]
+    with pytest.raises(TypeError):
+        hash(pages[0])
+    with pytest.raises(TypeError):
+        pages[0] + "text"  # type: ignore[operator]
+
+
+def test_batch_pages_validate_into_pydantic_list_fields():
+    from marag.trace import SearchCall  # noqa: F401 - any model with a list[Hit] field will do
+
+    class Answer(BaseModel):
+        sources: list[Hit]
+
+    retriever, queries = _apple_batch()
+    page = retriever.search_batch(queries, k=2)[0]
+    answer = Answer(sources=page)
+    assert type(answer.sources) is list and answer.sources == list(page)
+    assert Answer.model_validate_json(answer.model_dump_json()) == answer
+
+
+def test_a_traced_batch_makes_its_hits_at_once():
+    from marag.trace import Trace, activate
+
+    retriever, queries = _apple_batch()
+    trace = Trace(question="q")
+    with activate(trace):
+        pages = retriever.search_batch(queries, k=2)
+    assert all(type(p) is list for p in pages)  # the trace read them all already
+    assert [[h["doc_id"] for h in s.hits] for s in trace.searches()] == [[h.doc_id for h in p] for p in pages]

@@ -21,6 +21,9 @@ class Retriever(Protocol):
 
     Paging by offset lets the mRAG searcher ask for "the next two" with the same query.
     Ties are broken by chunk order in the index, so results are deterministic.
+    `search_batch` returns one page per query: any read-only sequence of hits (the
+    built-in retrievers make a batch's hits when a page is first read); `list(page)`
+    when you need a list to change.
     """
 
     name: str
@@ -29,4 +32,4 @@ class Retriever(Protocol):
 
     def search_batch(
         self, queries: Sequence[str], k: int = 10, offset: int = 0
-    ) -> list[list[Hit]]: ...
+    ) -> list[Sequence[Hit]]: ...

@@ -23,7 +23,6 @@ import numpy as np
 
 from marag.corpus.models import Chunk
 from marag.errors import IndexFormatError
-from marag.index.base import Hit
 from marag.index.traced import BaseRetriever, Ranked, index_text
 
 if TYPE_CHECKING:
@@ -257,21 +256,6 @@ class BM25Retriever(BaseRetriever):
         with ThreadPoolExecutor(len(parts)) as pool:
             *ranked, work = (np.concatenate(arrays) for arrays in zip(*pool.map(run, parts)))
         return Ranked(*ranked), work
-
-    def _search_batch(self, queries: list[str], k: int, offset: int) -> list[list[Hit]]:
-        run, parts = self._kernel(queries, offset + k)
-        if len(parts) == 1:
-            return self._pages(Ranked(*run(parts[0])[:3]), offset)
-        # Several threads: twice as many slices as threads, and each slice's hits are made
-        # (holding the GIL) while the threads rank the slices after it (not holding it).
-        from concurrent.futures import ThreadPoolExecutor
-
-        slices = [half for a, b in parts for half in ((a, (a + b) // 2), ((a + b) // 2, b)) if half[0] < half[1]]
-        pages: list[list[Hit]] = []
-        with ThreadPoolExecutor(len(parts)) as pool:
-            for ranked in [pool.submit(run, bounds) for bounds in slices]:
-                pages += self._pages(Ranked(*ranked.result()[:3]), offset)
-        return pages
 
     def _term_max(self) -> np.ndarray:
         """Each term's best score in any chunk: the bounds that dynamic pruning needs."""

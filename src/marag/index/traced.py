@@ -220,6 +220,93 @@ def check_paging(k: int, offset: int) -> None:
         raise ValueError(f"offset must be an integer >= 0 (how many top hits to skip), got {offset!r}")
 
 
+class _Flat:
+    """The ranked positions and scores of a whole batch, end to end, the size of each
+    query's page, and the retriever that makes hits of them: what the batch's `LazyHits`
+    share."""
+
+    __slots__ = ("owner", "positions", "scores", "sizes", "pages")
+
+    def __init__(self, owner: "BaseRetriever", positions: list[int], scores: list[float], sizes: list[int]):
+        self.owner, self.positions, self.scores, self.sizes = owner, positions, scores, sizes
+        self.pages: list[list[Hit]] | None = None
+
+    def page(self, i: int) -> list[Hit]:
+        """Query i's hits. Every page is made at the first call: a caller who reads one
+        page almost always reads them all, and one pass is cheaper than one per page; no
+        collection starts while they are made (see `search_batch`)."""
+        if self.pages is None:
+            with _HELD:
+                hits = self.owner._hits_at(self.positions, self.scores)
+                self.pages = [hits[end - n : end] for end, n in zip(accumulate(self.sizes), self.sizes)]
+            self.positions = self.scores = None
+        return self.pages[i]
+
+
+class LazyHits(Sequence[Hit]):
+    """One query's page of a search batch, as a read-only sequence of `Hit`s made the
+    first time any of them is read (then kept). It behaves as the list it stands for:
+    indexing, slices (lists), iteration, `len`, `==` with lists, `+`, pickling (as a
+    list, so it crosses to Ray workers and back unchanged); `list(page)` gives a list to
+    change. Why: ranking is what a search computes; making thousands of pydantic objects
+    from it costs as much again on small corpora (issue 28), and a bulk caller that keeps
+    the pages but reads few of them (a count, a sample, a caller that stops early)
+    should not pay for them. The first page read makes the whole batch's hits."""
+
+    __slots__ = ("_flat", "_i", "_n", "_hits")
+
+    def __init__(self, flat: _Flat, i: int, n: int):
+        self._flat, self._i, self._n, self._hits = flat, i, n, None
+
+    def _list(self) -> list[Hit]:
+        hits = self._hits
+        if hits is None:
+            hits = self._hits = self._flat.page(self._i)
+            self._flat = None
+        return hits
+
+    def __len__(self) -> int:
+        return self._n
+
+    def __getitem__(self, index):  # type: ignore[override]
+        return self._list()[index]
+
+    def __iter__(self):
+        return iter(self._list())
+
+    def __reversed__(self):
+        return reversed(self._list())
+
+    def __contains__(self, item: object) -> bool:
+        return item in self._list()
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, (list, LazyHits)):
+            return self._list() == list(other)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment] # equal to lists, which do not hash
+
+    def __add__(self, other: object) -> list[Hit]:
+        if isinstance(other, (list, LazyHits)):
+            return self._list() + list(other)
+        return NotImplemented
+
+    def __radd__(self, other: object) -> list[Hit]:
+        if isinstance(other, list):
+            return other + self._list()
+        return NotImplemented
+
+    def __reduce__(self):
+        return (list, (self._list(),))
+
+    def __repr__(self) -> str:
+        return repr(self._list())
+
+    def copy(self) -> list[Hit]:
+        return list(self._list())
+
+
 class BaseRetriever:
     """Base for retrievers over a fixed, ordered list of chunks (see module docstring)."""
 
@@ -240,7 +327,7 @@ class BaseRetriever:
         """Each query's best `want` chunks (fewer when fewer match) as arrays."""
         raise NotImplementedError
 
-    def _search_batch(self, queries: list[str], k: int, offset: int) -> list[list[Hit]]:
+    def _search_batch(self, queries: list[str], k: int, offset: int) -> list[Sequence[Hit]]:
         return self._pages(self._rank(queries, offset + k), offset)
 
     @classmethod
@@ -252,7 +339,7 @@ class BaseRetriever:
     def search(self, query: str, k: int = 10, offset: int = 0) -> list[Hit]:
         return self.search_batch([query], k=k, offset=offset)[0]
 
-    def search_batch(self, queries: Sequence[str], k: int = 10, offset: int = 0) -> list[list[Hit]]:
+    def search_batch(self, queries: Sequence[str], k: int = 10, offset: int = 0) -> list[Sequence[Hit]]:
         check_paging(k, offset)
         if isinstance(queries, str):
             raise TypeError("search_batch() takes a list of queries; use search() for one query")
@@ -269,7 +356,7 @@ class BaseRetriever:
         with _HELD:
             return self._timed(queries, int(k), int(offset))
 
-    def _timed(self, queries: list[str], k: int, offset: int) -> list[list[Hit]]:
+    def _timed(self, queries: list[str], k: int, offset: int) -> list[Sequence[Hit]]:
         t0, wall = time.perf_counter(), time.time()
         results = self._search_batch(queries, k, offset)
         if recording():
@@ -320,9 +407,9 @@ class BaseRetriever:
     def _hit(self, position: int, score: float) -> Hit:
         return hit_of(self.chunks[position], float(score))
 
-    def _pages(self, ranked: Ranked, offset: int = 0) -> list[list[Hit]]:
-        """Each query's hits in `ranked`, from rank `offset` on: made in one pass over the
-        whole batch (per query, the Python calls would cost more than the hits)."""
+    def _pages(self, ranked: Ranked, offset: int = 0) -> list[Sequence[Hit]]:
+        """Each query's hits in `ranked`, from rank `offset` on: a list for one query or a
+        traced batch, otherwise a `LazyHits` page per query, made when first read."""
         if ranked.extra:
             # tolist() turns numpy scalars into Python ints and floats in one call.
             counts = ranked.counts.tolist()
@@ -336,10 +423,6 @@ class BaseRetriever:
                 ]
                 for ps, ss, n in zip(positions, scores, counts)
             ]
-        # A hit's fields but the score are its chunk's: each chunk's are read once (on its
-        # first hit) into a template dict, which every later hit copies (a C-level copy)
-        # before its score is put in; the whole batch in one loop (per query, the Python
-        # calls would cost more than the hits).
         width = max(0, ranked.positions.shape[1] - offset)
         sizes = [min(max(0, n - offset), width) for n in ranked.counts.tolist()]
         if len(sizes) == 1:  # one query (search()): as few numpy calls as possible
@@ -354,22 +437,36 @@ class BaseRetriever:
             flat_scores = ranked.scores[:, offset:][valid].tolist()
         if not flat_positions:
             return [[] for _ in sizes]
+        if len(sizes) == 1:
+            return [self._hits_at(flat_positions, flat_scores)]
+        if recording():
+            # The trace records every hit at once: no point in waiting.
+            hits = self._hits_at(flat_positions, flat_scores)
+            return [hits[end - n : end] for end, n in zip(accumulate(sizes), sizes)]
+        # A batch's hits are made when they are first read (`LazyHits`): the ranking is
+        # the search; the hits of 700 queries cost about as much again on small corpora.
+        batch = _Flat(self, flat_positions, flat_scores, sizes)
+        return [LazyHits(batch, i, n) for i, n in enumerate(sizes)]
+
+    def _hits_at(self, positions: list[int], scores: list[float]) -> list[Hit]:
+        """The hits of chunk `positions` with `scores` (Python ints and floats)."""
+        # A hit's fields but the score are its chunk's: each chunk's are read once (on its
+        # first hit) into a template dict, which every later hit copies (a C-level copy)
+        # before its score is put in; a whole batch in one loop (per query, the Python
+        # calls would cost more than the hits).
         if self._templates is None:
             self._templates = [None] * len(self.chunks)
         templates = self._templates
-        rows = list(map(templates.__getitem__, flat_positions))
+        rows = list(map(templates.__getitem__, positions))
         if None in rows:
             chunks = self.chunks
-            for p in set(flat_positions):
+            for p in set(positions):
                 if templates[p] is None:
                     c = chunks[p]
                     # The key order is the model's field order (repr, iteration).
                     templates[p] = {"doc_id": c.doc_id, "chunk_id": c.id, "score": 0.0, "text": c.text, "title": c.title}
-            rows = list(map(templates.__getitem__, flat_positions))
-        hits = _new_hit.copies(rows, "score", flat_scores)
-        if len(sizes) == 1:
-            return [hits]
-        return [hits[end - n : end] for end, n in zip(accumulate(sizes), sizes)]
+            rows = list(map(templates.__getitem__, positions))
+        return _new_hit.copies(rows, "score", scores)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r}, chunks={self.size})"
