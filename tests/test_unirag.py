@@ -38,8 +38,17 @@ def script(planner, reflector=reflect_facts, answer=lambda user: {"answer": "Bre
     return ScriptedLLM(fn=fn)
 
 
-def run(name: str, llm, retriever, config: dict | None = None):
-    return asyncio.run(make_strategy(name, llm, retriever, config).run(QUESTION))
+# The loop as the paper has it; our additions that change its first step, its queries
+# and its final answer are tested one at a time below (test_ours_*).
+LOOP = {"question_first": False, "related_queries": False, "answer_from": "memory"}
+
+
+def run(name: str, llm, retriever, config: dict | None = None, question: str = QUESTION):
+    return asyncio.run(make_strategy(name, llm, retriever, {**LOOP, **(config or {})}).run(question))
+
+
+def run_default(llm, retriever, config: dict | None = None, question: str = QUESTION):
+    return asyncio.run(make_strategy("unirag", llm, retriever, config).run(question))
 
 
 def roles(ans) -> list[str]:
@@ -209,3 +218,77 @@ def test_no_planning_ablation_writes_queries_first(retriever):
     assert names[0] == "Queries" and names.count("AnswerOutput") == 1 and "PlanStep" not in names
     assert [s.inputs["query"] for s in ans.trace.steps if s.agent == "search"] == ["Salt Winter author", "Maren Holt grew up"]
     assert ans.answer == "Brekke"
+
+
+def test_ours_the_first_search_is_the_question_and_the_planner_plans_from_it(retriever):
+    """The reference model's first queries included "No information yet": the default
+    searches the question itself first, then asks the planner."""
+
+    def planner(user):
+        if "Maren Holt grew up" in user:
+            return {"thought": "done", "action": "final_answer", "query": ""}
+        return {"thought": "now the author", "action": "search", "query": "Maren Holt childhood village"}
+
+    llm = script(planner)
+    ans = run_default(llm, retriever)
+    searches = [s.inputs["query"] for s in ans.trace.steps if s.agent == "search"]
+    assert searches == [QUESTION, "Maren Holt childhood village"] and roles(ans)[0] == "search"
+    first_plan = [c for c in llm.calls if c.output_model.__name__ == "PlanStep"][0].messages[-1]["content"]
+    assert "Evidence: Salt Winter was written by Maren Holt" in first_plan  # it planned from the first search
+    assert ans.answer == "Brekke" and {s.doc_id for s in ans.sources} == {"salt-winter", "holt"}
+    assert ans.usage["searches"] == 2
+
+
+def test_ours_a_query_about_something_else_is_sent_back(retriever):
+    """A query that shares no topic word with the question or the evidence ("No
+    information yet") is refused like a repeat: asked again, the planner's new query
+    runs; if it is off the topic again, the final answer is written."""
+    answers = iter([{"thought": "?", "action": "search", "query": "No information yet"},
+                    {"thought": "the author's village", "action": "search", "query": "Maren Holt village"},
+                    {"thought": "done", "action": "final_answer", "query": ""}])  # fmt: skip
+    ans = run_default(script(lambda user: next(answers)), retriever)
+    assert [s.inputs["query"] for s in ans.trace.steps if s.agent == "search"] == [QUESTION, "Maren Holt village"]
+    assert [(s.inputs["rule"], s.inputs["query"]) for s in ans.trace.steps if s.agent == "guard"] == [("unrelated query", "No information yet")]
+    # a name only the evidence has is on the topic: the first search found "Maren Holt"
+    plans = iter([{"thought": "?", "action": "search", "query": "Maren Holt biography"},
+                  {"thought": "done", "action": "final_answer", "query": ""}])  # fmt: skip
+    ans = run_default(script(lambda user: next(plans)), retriever)
+    assert [s.inputs["query"] for s in ans.trace.steps if s.agent == "search"] == [QUESTION, "Maren Holt biography"]
+    assert "guard" not in roles(ans) and ans.answer == "Brekke"
+    off = run_default(script(lambda user: {"thought": "?", "action": "search", "query": "No information yet"}), retriever)
+    assert [s.inputs["rule"] for s in off.trace.steps if s.agent == "guard"] == ["unrelated query", "unrelated query after asking again: answer now"]
+    assert [s.inputs["query"] for s in off.trace.steps if s.agent == "search"] == [QUESTION]
+
+
+def test_ours_the_final_answer_reads_the_source_documents_not_the_guesses_in_thoughts(retriever):
+    """The reference model's first thought guessed an answer ("written by the Japanese
+    singer Tatsuya Miyazaki") and the final answer, reading the working memory, repeated
+    it. By default the final answer reads the evidence's source documents, whole, with
+    the one-shot answerer's prompt; the paper's reads the memory."""
+    guess = "The author surely grew up in Oslo."
+
+    def planner(user):
+        if "Evidence:" in user and "Maren Holt grew up" in user:
+            return {"thought": guess, "action": "final_answer", "query": ""}
+        return {"thought": guess, "action": "search", "query": "Maren Holt grew up"}
+
+    def answer(user):
+        return {"answer": "Oslo" if "Oslo" in user else "Brekke" if "grew up in Brekke, a village on the west coast" in user else "?"}
+
+    llm = script(planner, answer=answer)
+    ans = run_default(llm, retriever)
+    final = next(c for c in llm.calls if c.output_model.__name__ == "AnswerOutput")
+    text = final.messages[-1]["content"]
+    assert guess not in text and "Working memory" not in text
+    assert "She grew up in Brekke, a village on the west coast." in text  # the whole document
+    assert ans.answer == "Brekke" and [s.agent for s in ans.trace.steps][-2] == "final_answer"
+    # the paper's final answer reads the memory, thoughts and all
+    assert run_default(script(planner, answer=answer), retriever, {"paper": True}).answer == "Oslo"
+
+
+def test_ours_a_long_question_is_clipped_into_the_first_query(retriever):
+    long_q = QUESTION + " " + "Please consider every novel, printer and village on the west coast carefully. " * 6
+    ans = run_default(script(lambda user: {"thought": "done", "action": "final_answer", "query": ""}), retriever, question=long_q)
+    first = next(s for s in ans.trace.steps if s.agent == "search").inputs["query"]
+    assert len(long_q) > 400 and len(first) <= 120 and first.startswith("Where was the author of Salt Winter raised?")
+    assert ans.answer and ans.sources

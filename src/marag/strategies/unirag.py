@@ -23,22 +23,29 @@ documents no earlier search of the question returned; a query that repeats an ea
 one is sent back to the planner once, and a planner that repeats itself again goes to
 the final answer, `marag.index.memory`), queries cleaned of copied bookkeeping,
 `search_first` (a final answer before any search is turned into a search for the
-question, recorded as a guard step: small models answer at once from nothing), and the
+question, recorded as a guard step: small models answer at once from nothing), the
 `evidence_floor` (a search whose reflection gives no evidence keeps its top 2 documents,
 clipped, as evidence: small models' reflectors say "nothing found" to documents that
-hold the answer). `paper=true` also selects the paper's retrieval, the top 12 of re-ranked
+hold the answer), `question_first` (the first search is for the question itself, and
+the planner plans from what it found: the 0.5B reference model's first queries included
+"No information yet" and "godfather of the German musician whose godfather is whom?"),
+`related_queries` (a query sharing no topic word with the question or the evidence so
+far is sent back like a repeat) and `answer_from="sources"` (the final answer reads the
+evidence's source documents whole, with the one-shot answerer's prompt, instead of the
+working memory, whose first thought is often a guessed answer the final answer repeats). `paper=true` also selects the paper's retrieval, the top 12 of re-ranked
 candidates (`PAPER_DEFAULTS`; ours: the top 8 as retrieved).
 """
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 from pydantic import Field, field_validator
 
 from marag.agents.documents import doc_from_hit
 from marag.agents.layout import clip
-from marag.agents.queries import QUERY_MAX_CHARS, clean_query
+from marag.agents.answerer import AnswerInput, Passage
+from marag.agents.queries import QUERY_MAX_CHARS, clean_query, topic_words
 from marag.agents.unirag import (
     Evidence,
     FinalAnswer,
@@ -51,6 +58,7 @@ from marag.agents.unirag import (
     QueryPlanner,
     ReflectInput,
     Reflector,
+    SourcesAnswer,
     render_memory,
 )
 from marag.index.base import Hit
@@ -61,7 +69,15 @@ from marag.strategies.base import STRATEGIES, AnsweringConfig, PaperSwitch, Stra
 from marag.trace import record_read, step
 
 ROLES = ("planner", "queries", "reflector", "final_answer")  # the agents' names, as traces record them
-PAPER_SETTINGS: dict[str, Any] = {"memory": False, "clean_queries": False, "search_first": False, "evidence_floor": 0}
+PAPER_SETTINGS: dict[str, Any] = {
+    "memory": False,
+    "clean_queries": False,
+    "search_first": False,
+    "evidence_floor": 0,
+    "question_first": False,
+    "related_queries": False,
+    "answer_from": "memory",
+}
 # The paper's retrieval, which `paper=true` also selects: not additions, but our defaults
 # show fewer documents per search (8, not re-ranked), which a small local model reads better.
 PAPER_DEFAULTS: dict[str, Any] = {"k": 12, "rerank": True}
@@ -87,6 +103,12 @@ class UniRAGConfig(PaperSwitch, AnsweringConfig):
     # raw_doc_chars) stand in (ours: the 0.5B reference model's reflector answered "nothing
     # found" to 8 of 8 searches of a question whose first search held both gold documents)
     evidence_floor: int = Field(default=2, ge=0, le=20)
+    question_first: bool = True  # the first search is for the question itself (ours)
+    related_queries: bool = True  # a query must share a topic word with the question or the evidence (ours)
+    # what the final answer reads: the working memory (the paper) or the documents the
+    # evidence came from, whole, at most `answer_passages` of them (ours)
+    answer_from: Literal["memory", "sources"] = "sources"
+    answer_passages: int = Field(default=6, ge=1, le=20)
     temperature: float = 0.0
     # per role, e.g. self-training samples the planner and reflector at 0.7 and the final answer at 0.1
     role_temperatures: dict[str, float] = Field(default_factory=dict)
@@ -122,7 +144,11 @@ class UniRAG(Strategy):
                 plan = PlanStep(thought=f"query {i} of {len(planned)}, written up front", action="search", query=q or clip(question, QUERY_MAX_CHARS))
                 steps.append(await self._search_step(question, plan, memory, cited))
         with grace():  # the answer is written even when the question's budget is spent
-            out = await self._call(FinalAnswer(cfg.style()), FinalInput(question=question, memory=steps))
+            if cfg.answer_from == "sources":
+                passages = [Passage(title=h.title, text=h.text) for h in list(cited.values())[: cfg.answer_passages]]
+                out = await self._call(SourcesAnswer(cfg.style()), AnswerInput(question=question, passages=passages))
+            else:
+                out = await self._call(FinalAnswer(cfg.style()), FinalInput(question=question, memory=steps))
         with step("working_memory") as s:
             s.outputs = {"chain": render_memory(steps), "searches": sum(x.action == "search" for x in steps)}
         return out.answer, list(cited.values())
@@ -130,21 +156,26 @@ class UniRAG(Strategy):
     async def _react(self, question: str, memory: SearchMemory, steps: list[MemoryStep], cited: dict[str, Hit]) -> None:
         cfg = self.config
         searches = 0
+        if cfg.question_first and not budget_spent():
+            first = PlanStep(thought="First, what a search for the question itself finds.", action="search", query=clip(question, QUERY_MAX_CHARS))
+            steps.append(await self._search_step(question, first, memory, cited))
+            searches += 1
         while (cfg.max_searches is None or searches < cfg.max_searches) and not budget_spent():
             left = None if cfg.max_searches is None else cfg.max_searches - searches
             plan_in = PlanInput(question=question, memory=steps, searches_left=left)
             plan = await self._call(Planner(), plan_in)
             query = self._query(plan.query)
-            if plan.action == "search" and cfg.memory and query and memory.near_duplicate(query):
-                # a repeat: the planner is asked once more, told which queries it used;
-                # whatever it decides then (a new query, or the final answer) stands
-                with step("guard", rule="repeated query", query=query) as g:
+            if plan.action == "search" and query and (why := self._refusal(query, question, steps, memory)):
+                # a repeat (or a query about something else): the planner is asked once
+                # more, told which queries it used; whatever it decides then (a new
+                # query, or the final answer) stands
+                with step("guard", rule=why, query=query) as g:
                     g.status = "refused"
                 plan = await self._call(Planner(), plan_in.model_copy(update={"used": list(memory.queries)}))
                 query = self._query(plan.query)
-                if plan.action == "search" and query and memory.near_duplicate(query):
+                if plan.action == "search" and query and (why := self._refusal(query, question, steps, memory)):
                     # asked again, it repeats itself: nothing new is left to search for
-                    with step("guard", rule="repeated query after asking again: answer now", query=query) as g:
+                    with step("guard", rule=f"{why} after asking again: answer now", query=query) as g:
                         g.status = "refused"
                     steps.append(MemoryStep(thought=plan.thought, action="final_answer"))
                     return
@@ -160,6 +191,16 @@ class UniRAG(Strategy):
                 query = clip(question, QUERY_MAX_CHARS)
             steps.append(await self._search_step(question, PlanStep(thought=plan.thought, action="search", query=query), memory, cited))
             searches += 1
+
+    def _refusal(self, query: str, question: str, steps: list[MemoryStep], memory: SearchMemory) -> str | None:
+        """Why `query` is not run as it is, or None."""
+        if self.config.memory and memory.near_duplicate(query):
+            return "repeated query"
+        if self.config.related_queries:
+            topic = topic_words(" ".join([question, *(e.text for s in steps for e in s.evidence)]))
+            if not topic_words(query) & topic:
+                return "unrelated query"
+        return None
 
     def _query(self, text: str) -> str:
         return clean_query(text) if self.config.clean_queries else clip(text, QUERY_MAX_CHARS)
@@ -207,7 +248,8 @@ class UniRAG(Strategy):
         return await agent(self.llm, inp, temperature, self.config.seed)
 
 
-register_variant(UniRAG, "unirag_no_reflector", "UniRAG ablation: raw documents as evidence (no reflector).", reflector=False)
+# (its final answer reads the working memory, as the reflector's absence is measured by)
+register_variant(UniRAG, "unirag_no_reflector", "UniRAG ablation: raw documents as evidence (no reflector).", reflector=False, answer_from="memory")
 register_variant(UniRAG, "unirag_no_planning", "UniRAG ablation: all queries first, then one answer (no planning).", planning=False)
 register_variant(UniRAG, "unirag_1search", "UniRAG ablation: at most one search.", max_searches=1)
 register_variant(UniRAG, "unirag_paper", "UniRAG with only the paper's behaviour (paper=true: no search memory, query cleaning or search-first; k=12 re-ranked).", paper=True)

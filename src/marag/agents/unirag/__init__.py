@@ -4,7 +4,7 @@ search returned, and a final-answer step that writes from the working memory onl
 One module per role; prompts are ours."""
 
 from marag.agents.unirag._shared import NO_INFORMATION, Evidence, MemoryStep, render_memory
-from marag.agents.unirag.answer import FinalAnswer, FinalInput
+from marag.agents.unirag.answer import FinalAnswer, FinalInput, SourcesAnswer
 from marag.agents.unirag.planner import PlanInput, Planner, PlanStep
 from marag.agents.unirag.queries import Queries, QueriesInput, QueryPlanner
 from marag.agents.unirag.reflector import Finding, Reflection, ReflectInput, Reflector
@@ -25,5 +25,6 @@ __all__ = [
     "Reflection",
     "ReflectInput",
     "Reflector",
+    "SourcesAnswer",
     "render_memory",
 ]

@@ -1,5 +1,6 @@
 """UniRAG's final-answer step: the answer written from the evidence in the working
-memory only (no raw documents), in the strategy's answer style.
+memory only (no raw documents), in the strategy's answer style (the paper's); or, ours,
+from the documents the evidence came from, read as one-shot RAG reads its passages.
 
 Fallback: the answer text the model produced, else "I could not produce an answer."
 """
@@ -8,7 +9,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from marag.agents.answerer import AnswerOutput, AnswerStyle, StyledAnswer
+from marag.agents.answerer import Answerer, AnswerOutput, AnswerStyle, StyledAnswer
 from marag.agents.base import Agent
 from marag.agents.layout import laid_out
 from marag.agents.unirag._shared import PREAMBLE, MemoryStep, render_memory
@@ -39,3 +40,14 @@ class FinalAnswer(StyledAnswer, Agent[FinalInput, AnswerOutput]):
 
     def fallback(self, inp: FinalInput, error: StructuredOutputError) -> AnswerOutput:
         return self.salvage(error)
+
+
+class SourcesAnswer(Answerer):
+    """The final answer from the evidence's source documents, whole, with the one-shot
+    answerer's prompt (`answer_from="sources"`, ours). The working memory also holds the
+    planner's thoughts, and a small model's first thought guesses an answer before any
+    search ("written by the Japanese singer ..."), which its final answer then repeats;
+    the documents hold what was found, and the same model reads them as well as
+    `vanilla_rag` reads its passages (issue 24)."""
+
+    name = "final_answer"
