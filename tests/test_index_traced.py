@@ -132,3 +132,24 @@ def test_a_traced_batch_makes_its_hits_at_once():
         pages = retriever.search_batch(queries, k=2)
     assert all(type(p) is list for p in pages)  # the trace read them all already
     assert [[h["doc_id"] for h in s.hits] for s in trace.searches()] == [[h.doc_id for h in p] for p in pages]
+
+
+def test_pages_of_one_batch_read_from_several_threads_share_their_hits():
+    import threading
+    import time
+    from concurrent.futures import ThreadPoolExecutor
+
+    retriever, queries = _apple_batch()
+    made, make = [], retriever._hits_at
+
+    def slow(positions, scores):  # several threads arrive while the first is making hits
+        made.append(threading.get_ident())
+        time.sleep(0.05)
+        return make(positions, scores)
+
+    retriever._hits_at = slow
+    pages = retriever.search_batch(queries * 4, k=3)
+    with ThreadPoolExecutor(4) as pool:
+        firsts = list(pool.map(lambda p: p[0] if p else None, pages[:4]))
+    assert len(made) == 1  # the batch's hits were made once
+    assert all(f is p[0] for f, p in zip(firsts, pages) if p) and pages[4:8] == pages[:4]

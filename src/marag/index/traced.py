@@ -19,6 +19,7 @@ backend lives here, so the backends cannot drift apart on it:
 from __future__ import annotations
 
 import copy
+import threading
 import time
 from itertools import accumulate
 from typing import Any, Callable, Iterable, NamedTuple, Sequence, TypeVar
@@ -34,6 +35,7 @@ from marag.trace.records import SearchCall, _current_step, current_trace, record
 M = TypeVar("M", bound=BaseModel)
 _NEW = object.__new__
 _HELD = held_collections()
+_BUILDING = threading.Lock()
 
 
 def index_text(chunk: Chunk) -> str:
@@ -236,10 +238,11 @@ class _Flat:
         page almost always reads them all, and one pass is cheaper than one per page; no
         collection starts while they are made (see `search_batch`)."""
         if self.pages is None:
-            with _HELD:
-                hits = self.owner._hits_at(self.positions, self.scores)
-                self.pages = [hits[end - n : end] for end, n in zip(accumulate(self.sizes), self.sizes)]
-            self.positions = self.scores = None
+            with _BUILDING, _HELD:  # two threads reading one batch: the hits are made once
+                if self.pages is None:
+                    hits = self.owner._hits_at(self.positions, self.scores)
+                    self.pages = [hits[end - n : end] for end, n in zip(accumulate(self.sizes), self.sizes)]
+                    self.positions = self.scores = None
         return self.pages[i]
 
 
