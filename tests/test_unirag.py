@@ -292,3 +292,17 @@ def test_ours_a_long_question_is_clipped_into_the_first_query(retriever):
     first = next(s for s in ans.trace.steps if s.agent == "search").inputs["query"]
     assert len(long_q) > 400 and len(first) <= 120 and first.startswith("Where was the author of Salt Winter raised?")
     assert ans.answer and ans.sources
+
+
+def test_ours_a_sentence_copied_from_the_evidence_is_not_a_query(retriever):
+    """The reference model sent "The Dandy Warhols are an American alternative rock
+    band, formed in Portland ..." (its evidence, word for word) as its next query."""
+    plans = iter([{"thought": "?", "action": "search", "query": "Salt Winter is a 1931 novel about a fishing crew"},
+                  {"thought": "the author", "action": "search", "query": "Maren Holt"},
+                  {"thought": "done", "action": "final_answer", "query": ""}])  # fmt: skip
+    ans = run_default(script(lambda user: next(plans), reflector=lambda user: {"found": False, "evidence": []}), retriever)
+    assert [s.inputs["query"] for s in ans.trace.steps if s.agent == "search"] == [QUESTION, "Maren Holt"]
+    assert [s.inputs["rule"] for s in ans.trace.steps if s.agent == "guard"] == ["query copied from the evidence"]
+    # the step we took first carries no thought of ours for the planner to copy
+    plan_prompt = next(c for c in ans.trace.steps if c.agent == "planner").llm_calls[0].messages[-1]["content"]
+    assert "Step 1\nSearch: " + QUESTION in plan_prompt

@@ -30,14 +30,17 @@ hold the answer), `question_first` (the first search is for the question itself,
 the planner plans from what it found: the 0.5B reference model's first queries included
 "No information yet" and "godfather of the German musician whose godfather is whom?"),
 `related_queries` (a query sharing no topic word with the question or the evidence so
-far is sent back like a repeat) and `answer_from="sources"` (the final answer reads the
-evidence's source documents whole, with the one-shot answerer's prompt, instead of the
-working memory, whose first thought is often a guessed answer the final answer repeats). `paper=true` also selects the paper's retrieval, the top 12 of re-ranked
-candidates (`PAPER_DEFAULTS`; ours: the top 8 as retrieved).
+far, or a sentence of the evidence copied as the query, is sent back like a repeat) and
+`answer_from="sources"` (the final answer reads the evidence's source documents whole,
+with the one-shot answerer's prompt, instead of the working memory, whose first thought
+is often a guessed answer the final answer repeats). `paper=true` also selects the
+paper's retrieval, the top 12 of re-ranked candidates (`PAPER_DEFAULTS`; ours: the top 8
+as retrieved).
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any, ClassVar, Literal
 
 from pydantic import Field, field_validator
@@ -122,6 +125,10 @@ class UniRAGConfig(PaperSwitch, AnsweringConfig):
         return v
 
 
+def _words(text: str) -> str:
+    return " ".join(re.findall(r"[a-z0-9]+", text.lower()))
+
+
 @STRATEGIES.register("unirag")
 class UniRAG(Strategy):
     name = "unirag"
@@ -157,7 +164,9 @@ class UniRAG(Strategy):
         cfg = self.config
         searches = 0
         if cfg.question_first and not budget_spent():
-            first = PlanStep(thought="First, what a search for the question itself finds.", action="search", query=clip(question, QUERY_MAX_CHARS))
+            # no thought of ours in the memory: the reference model copied one ("What a
+            # search for the question itself finds.") into its next query
+            first = PlanStep(thought="", action="search", query=clip(question, QUERY_MAX_CHARS))
             steps.append(await self._search_step(question, first, memory, cited))
             searches += 1
         while (cfg.max_searches is None or searches < cfg.max_searches) and not budget_spent():
@@ -197,9 +206,14 @@ class UniRAG(Strategy):
         if self.config.memory and memory.near_duplicate(query):
             return "repeated query"
         if self.config.related_queries:
-            topic = topic_words(" ".join([question, *(e.text for s in steps for e in s.evidence)]))
-            if not topic_words(query) & topic:
+            evidence = [e.text for s in steps for e in s.evidence]
+            if not topic_words(query) & topic_words(" ".join([question, *evidence])):
                 return "unrelated query"
+            # a sentence of the evidence sent as the query finds what the evidence came
+            # from, which the search memory no longer returns: anything else but that
+            words = _words(query)
+            if len(words.split()) >= 5 and any(words in _words(text) for text in evidence):
+                return "query copied from the evidence"
         return None
 
     def _query(self, text: str) -> str:

@@ -34,7 +34,7 @@ def render_memory(steps: Sequence[MemoryStep], empty: str = "(nothing yet)") -> 
         return empty
     blocks = []
     for i, s in enumerate(steps, 1):
-        lines = [f"Step {i}", f"Thought: {s.thought}"]
+        lines = [f"Step {i}"] + ([f"Thought: {s.thought}"] if s.thought else [])  # (a step we took has none)
         if s.action == "search":
             lines.append(f"Search: {s.query}")
             lines += [f"Evidence: {e.text} [{e.source}]" for e in s.evidence] or [f"Evidence: {NO_INFORMATION}"]
