@@ -47,7 +47,8 @@ class SourcesAnswer(Answerer):
     answerer's prompt (`answer_from="sources"`, ours). The working memory also holds the
     planner's thoughts, and a small model's first thought guesses an answer before any
     search ("written by the Japanese singer ..."), which its final answer then repeats;
-    the documents hold what was found, and the same model reads them as well as
-    `vanilla_rag` reads its passages (issue 24)."""
+    the documents hold what was found, and they are read with the prompt `vanilla_rag`
+    reads its passages with (issue 24: an agent holding the gold documents must not
+    answer worse than one retrieval with them)."""
 
     name = "final_answer"
