@@ -222,6 +222,11 @@ def check_paging(k: int, offset: int) -> None:
         raise ValueError(f"offset must be an integer >= 0 (how many top hits to skip), got {offset!r}")
 
 
+def _paged(hits: list[Hit], sizes: list[int]) -> list[list[Hit]]:
+    """A batch's hits, end to end, cut into its queries' pages of `sizes`."""
+    return [hits[end - n : end] for end, n in zip(accumulate(sizes), sizes)]
+
+
 class _Flat:
     """The ranked positions and scores of a whole batch, end to end, the size of each
     query's page, and the retriever that makes hits of them: what the batch's `LazyHits`
@@ -240,8 +245,7 @@ class _Flat:
         if self.pages is None:
             with _BUILDING, _HELD:  # two threads reading one batch: the hits are made once
                 if self.pages is None:
-                    hits = self.owner._hits_at(self.positions, self.scores)
-                    self.pages = [hits[end - n : end] for end, n in zip(accumulate(self.sizes), self.sizes)]
+                    self.pages = _paged(self.owner._hits_at(self.positions, self.scores), self.sizes)
                     self.positions = self.scores = None
         return self.pages[i]
 
@@ -252,9 +256,9 @@ class LazyHits(Sequence[Hit]):
     indexing, slices (lists), iteration, `len`, `==` with lists, `+`, pickling (as a
     list, so it crosses to Ray workers and back unchanged); `list(page)` gives a list to
     change. Why: ranking is what a search computes; making thousands of pydantic objects
-    from it costs as much again on small corpora (issue 28), and a bulk caller that keeps
-    the pages but reads few of them (a count, a sample, a caller that stops early)
-    should not pay for them. The first page read makes the whole batch's hits."""
+    from it costs as much again on small corpora (issue 28), and a bulk caller that only
+    counts the pages or drops them should not pay for them. The first page read makes
+    the whole batch's hits (a caller who reads one page almost always reads them all)."""
 
     __slots__ = ("_flat", "_i", "_n", "_hits")
 
@@ -444,8 +448,7 @@ class BaseRetriever:
             return [self._hits_at(flat_positions, flat_scores)]
         if recording():
             # The trace records every hit at once: no point in waiting.
-            hits = self._hits_at(flat_positions, flat_scores)
-            return [hits[end - n : end] for end, n in zip(accumulate(sizes), sizes)]
+            return _paged(self._hits_at(flat_positions, flat_scores), sizes)
         # A batch's hits are made when they are first read (`LazyHits`): the ranking is
         # the search; the hits of 700 queries cost about as much again on small corpora.
         batch = _Flat(self, flat_positions, flat_scores, sizes)
