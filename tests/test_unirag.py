@@ -306,3 +306,17 @@ def test_ours_a_sentence_copied_from_the_evidence_is_not_a_query(retriever):
     # the step we took first carries no thought of ours for the planner to copy
     plan_prompt = next(c for c in ans.trace.steps if c.agent == "planner").llm_calls[0].messages[-1]["content"]
     assert "Step 1\nSearch: " + QUESTION in plan_prompt
+
+
+def test_paper_true_turns_off_every_addition_of_ours(retriever):
+    from marag.strategies.unirag import PAPER_SETTINGS, UniRAGConfig
+
+    cfg = UniRAGConfig(paper=True)
+    assert cfg.additions() == [] and all(getattr(cfg, k) == v for k, v in PAPER_SETTINGS.items())
+    assert set(UniRAGConfig().additions()) == set(PAPER_SETTINGS)  # every addition is on by default
+    # an off-topic query runs as written, and the planner writes the first query
+    plans = iter([{"thought": "?", "action": "search", "query": "No information yet"},
+                  {"thought": "done", "action": "final_answer", "query": ""}])  # fmt: skip
+    ans = run_default(script(lambda user: next(plans)), retriever, {"paper": True})
+    assert [s.inputs["query"] for s in ans.trace.steps if s.agent == "search"] == ["No information yet"]
+    assert "guard" not in roles(ans)
