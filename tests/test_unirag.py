@@ -40,7 +40,7 @@ def script(planner, reflector=reflect_facts, answer=lambda user: {"answer": "Bre
 
 # The loop as the paper has it; our additions that change its first step, its queries
 # and its final answer are tested one at a time below (test_ours_*).
-LOOP = {"question_first": False, "related_queries": False, "answer_from": "memory"}
+LOOP = {"question_first": False, "related_queries": False, "answer_from": "memory", "named_docs": 0}
 
 
 def run(name: str, llm, retriever, config: dict | None = None, question: str = QUESTION):
@@ -306,6 +306,33 @@ def test_ours_a_sentence_copied_from_the_evidence_is_not_a_query(retriever):
     # the step we took first carries no thought of ours for the planner to copy
     plan_prompt = next(c for c in ans.trace.steps if c.agent == "planner").llm_calls[0].messages[-1]["content"]
     assert "Step 1\nSearch: " + QUESTION in plan_prompt
+
+
+def test_ours_documents_named_by_the_sources_join_them(retriever):
+    """What the reference model's reflector did on HotpotQA: cite nothing, so the sources
+    were each search's top documents and the second hop's document, read but ranked
+    lower, was left out. A document read so far whose title the question or a source
+    names joins the sources and the memory; one never read does not."""
+
+    def planner(user):
+        if "Evidence:" in user:
+            return {"thought": "enough", "action": "final_answer", "query": ""}
+        return {"thought": "find the novel", "action": "search", "query": "Salt Winter novel writer"}
+
+    nothing = lambda user: {"found": False, "evidence": []}  # noqa: E731
+    answer = lambda u: {"answer": "Brekke" if "Brekke" in u else "unknown"}  # noqa: E731
+    config = {**LOOP, "evidence_floor": 1, "answer_from": "sources"}
+    ans = run_default(script(planner, reflector=nothing, answer=answer), retriever, {**config, "named_docs": 4, "k": 4})
+    named = next(s for s in ans.trace.steps if s.agent == "named_docs")
+    assert named.outputs["chunk_ids"] == ["holt#0"]
+    assert [s.doc_id for s in ans.sources] == ["salt-winter", "holt"] and ans.answer == "Brekke"
+    assert "Maren Holt (1871-1950)" in ans.trace.steps[-1].outputs["chain"]  # in the memory too
+    # only documents read are named: with one document a search, Maren Holt's page is never read
+    ans = run_default(script(planner, reflector=nothing, answer=answer), retriever, {**config, "named_docs": 4, "k": 1, "max_searches": 1})
+    assert [s.doc_id for s in ans.sources] == ["salt-winter"] and "named_docs" not in roles(ans) and ans.answer == "unknown"
+    # off (and with paper=true): the floor alone
+    ans = run_default(script(planner, reflector=nothing, answer=answer), retriever, {**config, "named_docs": 0, "k": 4})
+    assert [s.doc_id for s in ans.sources] == ["salt-winter"] and "named_docs" not in roles(ans)
 
 
 def test_paper_true_turns_off_every_addition_of_ours(retriever):

@@ -9,7 +9,9 @@ equal share of the budget.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import html
+import re
+from collections.abc import Iterable, Sequence
 
 from pydantic import BaseModel
 
@@ -47,3 +49,28 @@ def pack_texts(lengths: Sequence[int], budget: int | None, floor: int = 200) -> 
             break
         remaining, left = remaining - n, left - 1
     return [min(n, cap) for n in lengths[:shown]] + [0] * (len(lengths) - shown)
+
+
+_QUALIFIER = re.compile(r"\s*\([^()]*\)\s*$")  # "Paul Gross (actor)" -> "Paul Gross"
+
+
+def named_in(texts: Iterable[str], hits: Iterable[Hit], min_chars: int = 4) -> list[Hit]:
+    """The hits whose title one of `texts` names, in the order of `hits`.
+
+    A title is named when its words, without a trailing qualifier in parentheses, appear
+    in a text as written (case and word boundaries respected, HTML entities decoded), so
+    "Paul Gross (actor)" is named by "...starred Paul Gross..." but "Frozen" is not by
+    "frozen lakes". Titles shorter than `min_chars` are never named. Why: in multi-hop
+    questions the second document is usually named in the question or in the first
+    (Wikipedia's hyperlinks), which small models' evidence extraction misses.
+    """
+    decoded = [html.unescape(t) for t in texts]
+    named = []
+    for h in hits:
+        core = _QUALIFIER.sub("", html.unescape(h.title)).strip()
+        if len(core) < min_chars:
+            continue
+        pattern = re.compile(r"(?<!\w)" + re.escape(core) + r"(?!\w)")
+        if any(pattern.search(t) for t in decoded):
+            named.append(h)
+    return named
