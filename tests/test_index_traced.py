@@ -153,3 +153,25 @@ def test_pages_of_one_batch_read_from_several_threads_share_their_hits():
         firsts = list(pool.map(lambda p: p[0] if p else None, pages[:4]))
     assert len(made) == 1  # the batch's hits were made once
     assert all(f is p[0] for f, p in zip(firsts, pages) if p) and pages[4:8] == pages[:4]
+
+
+def test_a_single_search_checks_its_arguments_and_equals_its_batch_of_one():
+    from marag.trace import Trace, activate
+
+    retriever, queries = _apple_batch()
+    for q in queries:
+        for offset in (0, 2):
+            single = retriever.search(q, k=3, offset=offset)
+            assert type(single) is list and single == list(retriever.search_batch([q], k=3, offset=offset)[0])
+    with pytest.raises(TypeError, match="query must be a string"):
+        retriever.search(["apple"], k=3)
+    with pytest.raises(ValueError, match="k must be an integer"):
+        retriever.search("apple", k=0)
+    with pytest.raises(ValueError, match="offset must be an integer"):
+        retriever.search("apple", offset=-1)
+    # traced: the single search is recorded, with its hits
+    trace = Trace()
+    with activate(trace):
+        hits = retriever.search("apple pie", k=2)
+    (call,) = trace.searches()
+    assert call.query == "apple pie" and [h["chunk_id"] for h in call.hits] == [h.chunk_id for h in hits]

@@ -344,7 +344,13 @@ class BaseRetriever:
 
     # -- the Retriever protocol ---------------------------------------------------------
     def search(self, query: str, k: int = 10, offset: int = 0) -> list[Hit]:
-        return self.search_batch([query], k=k, offset=offset)[0]
+        # search_batch's path for one query, without its list handling: on a small
+        # corpus a search takes tens of microseconds, and the wrapping was a tenth of it
+        check_paging(k, offset)
+        if not isinstance(query, str):
+            raise TypeError(f"query must be a string, got {type(query).__name__}")
+        with _HELD:
+            return self._timed([query], int(k), int(offset))[0]
 
     def search_batch(self, queries: Sequence[str], k: int = 10, offset: int = 0) -> list[Sequence[Hit]]:
         check_paging(k, offset)
@@ -364,11 +370,12 @@ class BaseRetriever:
             return self._timed(queries, int(k), int(offset))
 
     def _timed(self, queries: list[str], k: int, offset: int) -> list[Sequence[Hit]]:
+        if not recording():  # nothing to time for
+            return self._search_batch(queries, k, offset)
         t0, wall = time.perf_counter(), time.time()
         results = self._search_batch(queries, k, offset)
-        if recording():
-            # A batch runs as one computation; each query is charged an equal share of it.
-            self._record(queries, k, offset, results, (time.perf_counter() - t0) / len(queries), wall)
+        # A batch runs as one computation; each query is charged an equal share of it.
+        self._record(queries, k, offset, results, (time.perf_counter() - t0) / len(queries), wall)
         return results
 
     def _record(self, queries: list[str], k: int, offset: int, results: list[list[Hit]], latency: float, started: float = 0.0) -> None:
