@@ -280,15 +280,19 @@ def test_paper_mode_turns_every_addition_off(retriever):
     assert "Maren Holt was raised on the Moon" in steps(ans, "state")[-1].outputs["known"]
 
 
-def test_the_papers_bm25_retrieval_is_the_default(tmp_path):
+def test_the_runs_retriever_is_the_default_and_paper_true_selects_the_papers_bm25(tmp_path):
     corpus = tmp_path / "docs.jsonl"
     corpus.write_text("".join(f'{{"id": "{i}", "title": "{t}", "text": "{x}"}}\n' for i, t, x in DOCS))
     idx = index_corpus(corpus, tmp_path / "idx", IndexConfig(retrievers=["bm25", "dense"]), progress=False)
     hybrid = idx.retriever("hybrid")
-    assert make_strategy("kair", llm(), hybrid).retriever is idx.retriever("bm25")
-    assert make_strategy("kair", llm(), hybrid, {"retrieval": "given"}).retriever is hybrid
-    ans = asyncio.run(make_strategy("kair", llm(), hybrid).run(QUESTION))
+    assert make_strategy("kair", llm(), hybrid).retriever is hybrid
+    assert make_strategy("kair", llm(), hybrid, {"retrieval": "bm25"}).retriever is idx.retriever("bm25")
+    assert make_strategy("kair_paper", llm(), hybrid).retriever is idx.retriever("bm25")
+    assert make_strategy("kair", llm(), hybrid, {"paper": True, "retrieval": "given"}).retriever is hybrid  # the caller wins
+    ans = asyncio.run(make_strategy("kair_paper", llm(), hybrid).run(QUESTION))
     assert ans.details["retriever"] == "bm25" and ans.answer == "Brekke"
+    ans = asyncio.run(make_strategy("kair", llm(), hybrid).run(QUESTION))
+    assert ans.details["retriever"] == "given" and ans.answer == "Brekke"
 
 
 def test_collaboration_shares_facts_on_one_blackboard(retriever):
