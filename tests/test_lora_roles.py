@@ -14,19 +14,13 @@ from marag.errors import MaragError
 from marag.llm import LLMConfig, make_llm
 from marag.llm.llamacpp import LlamaCppLLM, resolve_lora_roles
 from marag.strategies import make_strategy
-from twohop import QUESTION, bm25_retriever
+from twohop import QUESTION, bm25_retriever, mrag_replies
 
 TRAINED = ["coordinator", "planner", "searcher", "searcher.query", "searcher.judge", "searcher.next", "summarizer", "reasoner", "validator"]
 
 
 def mrag_reply(name: str) -> dict:
-    return {
-        "CoordinatorDecision": {"agent": "finisher", "input": "", "reason": "done?"},
-        "Query": {"query": "Salt Winter author"},
-        "Judgement": {"explanation": "about it", "fact": "", "relevant": True},
-        "Move": {"action": "end", "new_query": "", "reason": ""},
-        "AnswerOutput": {"answer": "Brekke"},
-    }.get(name, {})
+    return mrag_replies().get(name, {})
 
 
 class FakeServer:

@@ -10,6 +10,7 @@ import json
 
 import pytest
 from judging import judge_page
+from twohop import mrag_replies
 
 from marag.errors import MaragError
 from marag.llm import ScriptedLLM
@@ -21,13 +22,7 @@ def mrag_script(messages, output):
     name = output.__name__
     if name == "PageJudgement":  # one judgement per document of the page
         return judge_page(lambda doc: mrag_script(messages, Judgement), messages[-1]["content"])
-    return {
-        "CoordinatorDecision": {"agent": "finisher", "input": "", "reason": "done?"},
-        "Query": {"query": "the question"},
-        "Judgement": {"explanation": "about it", "fact": "", "relevant": True},
-        "Move": {"action": "end", "new_query": "", "reason": ""},
-        "AnswerOutput": {"answer": "an answer"},
-    }[name]
+    return mrag_replies(query="the question", answer="an answer")[name]
 
 
 def test_combine_and_select_by_hand():

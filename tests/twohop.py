@@ -32,3 +32,16 @@ def bm25_retriever(directory: Path, docs=DOCS):
 def numbered(user: str) -> dict[str, int]:
     """Document titles shown in a prompt as "[n] Title" lines -> their numbers."""
     return {t: int(n) for n, t in re.findall(r"^\[(\d+)\] (.*)$", user, re.M)}
+
+
+def mrag_replies(query: str = "Salt Winter author", answer: str = "Brekke") -> dict[str, dict]:
+    """A scripted mRAG, one reply per output schema: the coordinator asks to finish, the
+    searcher writes `query`, judges every document relevant and ends, the answerer says
+    `answer` (the tests of training and of per-role adapters share it)."""
+    return {
+        "CoordinatorDecision": {"agent": "finisher", "input": "", "reason": "done?"},
+        "Query": {"query": query},
+        "Judgement": {"explanation": "about it", "fact": "", "relevant": True},
+        "Move": {"action": "end", "new_query": "", "reason": ""},
+        "AnswerOutput": {"answer": answer},
+    }
