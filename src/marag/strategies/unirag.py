@@ -243,8 +243,7 @@ class UniRAG(Strategy):
             s.outputs = {"chunk_ids": [h.chunk_id for h in hits]}
         record_read(hits)
         if not cfg.reflector:  # ablation: the raw documents are the evidence
-            evidence = [Evidence(source=h.chunk_id, text=doc_from_hit(h, cfg.raw_doc_chars).text) for h in hits]
-            cited.update((h.chunk_id, h) for h in hits)
+            evidence = self._whole(hits, cited)
         else:
             docs = [doc_from_hit(h, cfg.doc_chars) for h in hits]
             r = await self._call(Reflector(), ReflectInput(question=question, query=plan.query, documents=docs)) if hits else None
@@ -258,17 +257,21 @@ class UniRAG(Strategy):
                 floor = hits[: cfg.evidence_floor]
                 with step("evidence_floor", query=plan.query) as g:
                     g.outputs = {"chunk_ids": [h.chunk_id for h in floor]}
-                evidence = [Evidence(source=h.chunk_id, text=doc_from_hit(h, cfg.raw_doc_chars).text) for h in floor]
-                cited.update((h.chunk_id, h) for h in floor)
+                evidence = self._whole(floor, cited)
             if cfg.named_docs:
                 texts = [question, *(h.text for h in cited.values())]
                 named = [h for h in named_in(texts, memory.read.values()) if h.chunk_id not in cited][: cfg.named_docs]
                 if named:
                     with step("named_docs", query=plan.query) as g:
                         g.outputs = {"chunk_ids": [h.chunk_id for h in named]}
-                    evidence += [Evidence(source=h.chunk_id, text=doc_from_hit(h, cfg.raw_doc_chars).text) for h in named]
-                    cited.update((h.chunk_id, h) for h in named)
+                    evidence += self._whole(named, cited)
         return MemoryStep(thought=plan.thought, action="search", query=plan.query, evidence=evidence)
+
+    def _whole(self, hits: list[Hit], cited: dict[str, Hit]) -> list[Evidence]:
+        """`hits` as evidence, each document clipped to `raw_doc_chars`, and cited as
+        sources (the no-reflector ablation, the evidence floor and named documents)."""
+        cited.update((h.chunk_id, h) for h in hits)
+        return [Evidence(source=h.chunk_id, text=doc_from_hit(h, self.config.raw_doc_chars).text) for h in hits]
 
     def _reranker(self) -> EmbeddingReranker:
         if not hasattr(self, "_rr"):
