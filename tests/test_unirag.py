@@ -40,7 +40,7 @@ def script(planner, reflector=reflect_facts, answer=lambda user: {"answer": "Bre
 
 # The loop as the paper has it; our additions that change its first step, its queries
 # and its final answer are tested one at a time below (test_ours_*).
-LOOP = {"question_first": False, "related_queries": False, "answer_from": "memory", "named_docs": 0}
+LOOP = {"question_first": False, "related_queries": False, "answer_from": "memory", "named_docs": 0, "linked_docs": 0}
 
 
 def run(name: str, llm, retriever, config: dict | None = None, question: str = QUESTION):
@@ -230,7 +230,7 @@ def test_ours_the_first_search_is_the_question_and_the_planner_plans_from_it(ret
         return {"thought": "now the author", "action": "search", "query": "Maren Holt childhood village"}
 
     llm = script(planner)
-    ans = run_default(llm, retriever)
+    ans = run_default(llm, retriever, {"linked_docs": 0})  # (it would find Maren Holt's page at once)
     searches = [s.inputs["query"] for s in ans.trace.steps if s.agent == "search"]
     assert searches == [QUESTION, "Maren Holt childhood village"] and roles(ans)[0] == "search"
     first_plan = [c for c in llm.calls if c.output_model.__name__ == "PlanStep"][0].messages[-1]["content"]
@@ -328,11 +328,52 @@ def test_ours_documents_named_by_the_sources_join_them(retriever):
     assert [s.doc_id for s in ans.sources] == ["salt-winter", "holt"] and ans.answer == "Brekke"
     assert "Maren Holt (1871-1950)" in ans.trace.steps[-1].outputs["chain"]  # in the memory too
     # only documents read are named: with one document a search, Maren Holt's page is never read
+    # (unless linked_docs looks it up: the next test)
     ans = run_default(script(planner, reflector=nothing, answer=answer), retriever, {**config, "named_docs": 4, "k": 1, "max_searches": 1})
     assert [s.doc_id for s in ans.sources] == ["salt-winter"] and "named_docs" not in roles(ans) and ans.answer == "unknown"
     # off (and with paper=true): the floor alone
     ans = run_default(script(planner, reflector=nothing, answer=answer), retriever, {**config, "named_docs": 0, "k": 4})
     assert [s.doc_id for s in ans.sources] == ["salt-winter"] and "named_docs" not in roles(ans)
+
+
+def test_ours_a_document_named_but_never_read_is_looked_up(retriever):
+    """linked_docs: the first hop's page names Maren Holt, whose page no query of the
+    planner ranked; it is found by title among the index's documents and joins the
+    sources as read. The question shares no word with her page, so BM25 ranks none of
+    the named documents: they come in the order they were named."""
+
+    def planner(user):
+        if "Evidence:" in user:
+            return {"thought": "enough", "action": "final_answer", "query": ""}
+        return {"thought": "find the novel", "action": "search", "query": "Salt Winter novel writer"}
+
+    nothing = lambda user: {"found": False, "evidence": []}  # noqa: E731
+    answer = lambda u: {"answer": "Brekke" if "Brekke" in u else "unknown"}  # noqa: E731
+    config = {**LOOP, "evidence_floor": 1, "answer_from": "sources", "k": 1, "max_searches": 1}
+    ans = run_default(script(planner, reflector=nothing, answer=answer), retriever, {**config, "linked_docs": 1})
+    linked = next(s for s in ans.trace.steps if s.agent == "linked_docs")
+    assert linked.outputs["chunk_ids"] == ["holt#0"] and linked.inputs["named"] == 1
+    # the lookup is a search of the named documents, in the trace like every search
+    assert [(c.query, c.retriever, c.hits) for c in linked.searches] == [(QUESTION, "bm25[linked]", [])]
+    assert [s.doc_id for s in ans.sources] == ["salt-winter", "holt"] and ans.answer == "Brekke"
+    assert {r["doc_id"] for r in ans.read} == {"salt-winter", "holt"}
+    # off: one search's top document alone
+    ans = run_default(script(planner, reflector=nothing, answer=answer), retriever, {**config, "linked_docs": 0})
+    assert [s.doc_id for s in ans.sources] == ["salt-winter"] and "linked_docs" not in roles(ans)
+    # a retriever that cannot search a subset of its documents (Milvus): nothing is looked up
+    from marag.index.base import Hit
+
+    class Remote:
+        name = "remote"
+
+        def search(self, query, k=10, offset=0):
+            return [Hit(doc_id="salt-winter", chunk_id="salt-winter#0", score=1.0, text=DOCS[0][2], title=DOCS[0][1])][offset : offset + k]
+
+        def search_batch(self, queries, k=10, offset=0):
+            return [self.search(q, k, offset) for q in queries]
+
+    ans = run_default(script(planner, reflector=nothing, answer=answer), Remote(), {**config, "linked_docs": 1})
+    assert [s.doc_id for s in ans.sources] == ["salt-winter"] and "linked_docs" not in roles(ans)
 
 
 def test_paper_true_turns_off_every_addition_of_ours(retriever):

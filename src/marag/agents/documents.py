@@ -17,6 +17,7 @@ from pydantic import BaseModel
 
 from marag.agents.layout import clip
 from marag.index.base import Hit
+from marag.index.links import title_core
 
 
 class Doc(BaseModel):
@@ -51,9 +52,6 @@ def pack_texts(lengths: Sequence[int], budget: int | None, floor: int = 200) -> 
     return [min(n, cap) for n in lengths[:shown]] + [0] * (len(lengths) - shown)
 
 
-_QUALIFIER = re.compile(r"\s*\([^()]*\)\s*$")  # "Paul Gross (actor)" -> "Paul Gross"
-
-
 def named_in(texts: Iterable[str], hits: Iterable[Hit], min_chars: int = 4) -> list[Hit]:
     """The hits whose title one of `texts` names, in the order of `hits`.
 
@@ -67,7 +65,7 @@ def named_in(texts: Iterable[str], hits: Iterable[Hit], min_chars: int = 4) -> l
     decoded = [html.unescape(t) for t in texts]
     named = []
     for h in hits:
-        core = _QUALIFIER.sub("", html.unescape(h.title)).strip()
+        core = title_core(h.title)
         if len(core) < min_chars:
             continue
         pattern = re.compile(r"(?<!\w)" + re.escape(core) + r"(?!\w)")
