@@ -308,31 +308,36 @@ def test_ours_a_sentence_copied_from_the_evidence_is_not_a_query(retriever):
     assert "Step 1\nSearch: " + QUESTION in plan_prompt
 
 
+def search_once(user: str) -> dict:
+    """A planner that searches for the novel, then answers from whatever evidence it has."""
+    if "Evidence:" in user:
+        return {"thought": "enough", "action": "final_answer", "query": ""}
+    return {"thought": "find the novel", "action": "search", "query": "Salt Winter novel writer"}
+
+
+def cites_nothing(user: str) -> dict:
+    """The reference model's reflector on HotpotQA: no evidence in any search."""
+    return {"found": False, "evidence": []}
+
+
 def test_ours_documents_named_by_the_sources_join_them(retriever):
     """What the reference model's reflector did on HotpotQA: cite nothing, so the sources
     were each search's top documents and the second hop's document, read but ranked
     lower, was left out. A document read so far whose title the question or a source
     names joins the sources and the memory; one never read does not."""
 
-    def planner(user):
-        if "Evidence:" in user:
-            return {"thought": "enough", "action": "final_answer", "query": ""}
-        return {"thought": "find the novel", "action": "search", "query": "Salt Winter novel writer"}
-
-    nothing = lambda user: {"found": False, "evidence": []}  # noqa: E731
-    answer = lambda u: {"answer": "Brekke" if "Brekke" in u else "unknown"}  # noqa: E731
     config = {**LOOP, "evidence_floor": 1, "answer_from": "sources"}
-    ans = run_default(script(planner, reflector=nothing, answer=answer), retriever, {**config, "named_docs": 4, "k": 4})
+    ans = run_default(script(search_once, reflector=cites_nothing), retriever, {**config, "named_docs": 4, "k": 4})
     named = next(s for s in ans.trace.steps if s.agent == "named_docs")
     assert named.outputs["chunk_ids"] == ["holt#0"]
     assert [s.doc_id for s in ans.sources] == ["salt-winter", "holt"] and ans.answer == "Brekke"
     assert "Maren Holt (1871-1950)" in ans.trace.steps[-1].outputs["chain"]  # in the memory too
     # only documents read are named: with one document a search, Maren Holt's page is never read
     # (unless linked_docs looks it up: the next test)
-    ans = run_default(script(planner, reflector=nothing, answer=answer), retriever, {**config, "named_docs": 4, "k": 1, "max_searches": 1})
+    ans = run_default(script(search_once, reflector=cites_nothing), retriever, {**config, "named_docs": 4, "k": 1, "max_searches": 1})
     assert [s.doc_id for s in ans.sources] == ["salt-winter"] and "named_docs" not in roles(ans) and ans.answer == "unknown"
     # off (and with paper=true): the floor alone
-    ans = run_default(script(planner, reflector=nothing, answer=answer), retriever, {**config, "named_docs": 0, "k": 4})
+    ans = run_default(script(search_once, reflector=cites_nothing), retriever, {**config, "named_docs": 0, "k": 4})
     assert [s.doc_id for s in ans.sources] == ["salt-winter"] and "named_docs" not in roles(ans)
 
 
@@ -342,15 +347,8 @@ def test_ours_a_document_named_but_never_read_is_looked_up(retriever):
     sources as read. The question shares no word with her page, so BM25 ranks none of
     the named documents: they come in the order they were named."""
 
-    def planner(user):
-        if "Evidence:" in user:
-            return {"thought": "enough", "action": "final_answer", "query": ""}
-        return {"thought": "find the novel", "action": "search", "query": "Salt Winter novel writer"}
-
-    nothing = lambda user: {"found": False, "evidence": []}  # noqa: E731
-    answer = lambda u: {"answer": "Brekke" if "Brekke" in u else "unknown"}  # noqa: E731
     config = {**LOOP, "evidence_floor": 1, "answer_from": "sources", "k": 1, "max_searches": 1}
-    ans = run_default(script(planner, reflector=nothing, answer=answer), retriever, {**config, "linked_docs": 1})
+    ans = run_default(script(search_once, reflector=cites_nothing), retriever, {**config, "linked_docs": 1})
     linked = next(s for s in ans.trace.steps if s.agent == "linked_docs")
     assert linked.outputs["chunk_ids"] == ["holt#0"] and linked.inputs["named"] == 1
     # the lookup is a search of the named documents, in the trace like every search
@@ -358,7 +356,7 @@ def test_ours_a_document_named_but_never_read_is_looked_up(retriever):
     assert [s.doc_id for s in ans.sources] == ["salt-winter", "holt"] and ans.answer == "Brekke"
     assert {r["doc_id"] for r in ans.read} == {"salt-winter", "holt"}
     # off: one search's top document alone
-    ans = run_default(script(planner, reflector=nothing, answer=answer), retriever, {**config, "linked_docs": 0})
+    ans = run_default(script(search_once, reflector=cites_nothing), retriever, {**config, "linked_docs": 0})
     assert [s.doc_id for s in ans.sources] == ["salt-winter"] and "linked_docs" not in roles(ans)
     # a retriever that cannot search a subset of its documents (Milvus): nothing is looked up
     from marag.index.base import Hit
@@ -372,7 +370,7 @@ def test_ours_a_document_named_but_never_read_is_looked_up(retriever):
         def search_batch(self, queries, k=10, offset=0):
             return [self.search(q, k, offset) for q in queries]
 
-    ans = run_default(script(planner, reflector=nothing, answer=answer), Remote(), {**config, "linked_docs": 1})
+    ans = run_default(script(search_once, reflector=cites_nothing), Remote(), {**config, "linked_docs": 1})
     assert [s.doc_id for s in ans.sources] == ["salt-winter"] and "linked_docs" not in roles(ans)
 
 
