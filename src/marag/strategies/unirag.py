@@ -283,7 +283,7 @@ class UniRAG(Strategy):
     async def _linked(self, question: str, query: str, memory: SearchMemory, cited: dict[str, Hit]) -> list[Evidence]:
         """Documents not read yet that the question or a source names by title, the best
         `linked_docs` of them for the question, as evidence and sources (read now)."""
-        links = title_links(self.retriever)
+        links = await asyncio.to_thread(title_links, self.retriever)  # made once per index: off the event loop
         if links is None:
             return []
         texts = [question, *(h.text for h in cited.values())]
