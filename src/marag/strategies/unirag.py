@@ -29,10 +29,10 @@ clipped, as evidence: small models' reflectors say "nothing found" to documents 
 hold the answer), `named_docs` (documents read so far that the question or a source
 document names by title join the sources: the second document of a two-hop question is
 usually named in the first), `linked_docs` (the same for a document not read yet: the
-one the question ranks highest among those named joins them), `question_first` (the first search is for the question
-itself, and the planner plans from what it found: the 0.5B reference model's first
-queries included "No information yet" and "godfather of the German musician whose
-godfather is whom?"),
+one the question ranks highest among those named joins them), `question_first` (the
+first search is for the question itself, and the planner plans from what it found: the
+0.5B reference model's first queries included "No information yet" and "godfather of
+the German musician whose godfather is whom?"),
 `related_queries` (a query sharing no topic word with the question or the evidence so
 far, or a sentence of the evidence copied as the query, is sent back like a repeat) and
 `answer_from="sources"` (the final answer reads the evidence's source documents whole,
