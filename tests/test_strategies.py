@@ -119,12 +119,51 @@ def test_short_answers_lose_copied_source_marks_long_answers_keep_them():
     assert long.finish(long.Output(answer="Paris is the capital [1].")).answer == "Paris is the capital [1]."
 
 
+def test_an_answer_that_repeats_a_name_from_the_question_is_asked_for_once_more():
+    from marag.agents.answerer import ANSWER_STYLES, echoes_question
+
+    q = "When was the country that produced Fist Power taken by the British?"
+    llm = ScriptedLLM([{"answer": "Fist Power"}, {"answer": "1842"}])
+    trace = Trace()
+    with activate(trace):
+        out = asyncio.run(Answerer()(llm, AnswerInput(question=q, passages=[{"title": "Fist Power", "text": "A Hong Kong film."}])))
+    assert out.answer == "1842" and len(llm.calls) == 2
+    again = llm.calls[1].messages
+    # the same prompt, then the model's reply, then the note that names what was wrong
+    assert again[: len(llm.calls[0].messages)] == llm.calls[0].messages
+    assert again[-2] == {"role": "assistant", "content": '{"answer":"Fist Power"}'}
+    assert '"Fist Power" is named in the question' in again[-1]["content"]
+    step = trace.steps[0]
+    assert step.outputs["answer"] == "1842" and step.outputs["rechecked"]["first"] == {"answer": "Fist Power"}
+    # one more turn only: a second echo stands
+    stubborn = ScriptedLLM([{"answer": "Fist Power"}, {"answer": "the Fist Power"}])
+    assert asyncio.run(Answerer()(stubborn, AnswerInput(question=q))).answer == "the Fist Power" and len(stubborn.calls) == 2
+    # not asked again: a question that offers the candidates, an answer it does not
+    # contain, a long answer (which restates by design), a reply that was a fallback
+    for question, answer, style in [
+        ("Which band formed first, The Exies or Circus Diablo?", "The Exies", "short"),
+        ("Which of Lilu and Gallu is a demon?", "Gallu", "short"),
+        ("Who is the wife of Kim Jong-chul?", "Kim Jong-suk", "short"),
+        ("Who founded Fist Power?", "Fist Power", "long"),
+    ]:
+        once = ScriptedLLM([{"answer": answer}])
+        assert asyncio.run(Answerer(ANSWER_STYLES[style])(once, AnswerInput(question=question))).answer == answer
+        assert len(once.calls) == 1
+    torn = ScriptedLLM(["not json", "still not json"])
+    # (the salvaged text repeats the question, but a fallback is not the model's answer to recheck)
+    assert asyncio.run(Answerer()(torn, AnswerInput(question="Who is still not json?"))).answer == "still not json"
+    assert len(torn.calls) == 2  # the port's repair only
+    # words, not characters: "the" and punctuation do not count, a part of a word is not a name
+    assert echoes_question("Who sang in The Terminal?", "the terminal.")
+    assert not echoes_question("Who founded Rugbyville?", "Rugby")
+
+
 def test_run_many_keeps_order_and_separate_traces(sample_index):
-    llm = ScriptedLLM(fn=lambda msgs, out: {"answer": msgs[-1]["content"].split("Question: ")[1].split("\n")[0]})
+    llm = ScriptedLLM(fn=lambda msgs, out: {"answer": "re: " + msgs[-1]["content"].split("Question: ")[1].split("\n")[0]})
     strat = make_strategy("vanilla_rag", llm, sample_index.retriever("bm25"))
     qs = ["Who created Python?", "What is the Linux mascot?", "Who discovered radium?"]
     answers = asyncio.run(run_many(strat, qs, concurrency=3))
-    assert [a.answer for a in answers] == qs
+    assert [a.answer for a in answers] == ["re: " + q for q in qs]
     assert len({a.trace.id for a in answers}) == 3
     for a in answers:  # each trace holds exactly its own question's calls
         assert a.trace.question == a.question

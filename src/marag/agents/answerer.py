@@ -70,6 +70,27 @@ FALLBACK_ANSWER = "I could not produce an answer."
 # in a short answer the marks only cost exact match and F1.
 _SOURCE_MARK = re.compile(r"\s*\[(?:[^\[\]\n]{1,200}#\d+|\d+(?:\s*,\s*\d+)*)\]")
 _ANSWER_PREFIX = re.compile(r'^\{\s*"answer"\s*:\s*"?')
+_NOT_WORD = re.compile(r"[^0-9a-z]+")
+_ARTICLES = frozenset({"a", "an", "the"})
+# A question that offers its own candidates ("Which formed first, X or Y?", "Which of X
+# and Y ...", "Are X and Y both ...") may be answered with words it contains.
+_OFFERS_CHOICE = re.compile(r"\b(?:or|which of|between|both|either|same)\b", re.IGNORECASE)
+
+
+def _words(text: str) -> str:
+    return " ".join(w for w in _NOT_WORD.sub(" ", text.lower()).split() if w not in _ARTICLES)
+
+
+def echoes_question(question: str, answer: str) -> bool:
+    """Whether a short answer only repeats words of the question (a name it already
+    gives, "Fist Power" for "When was the country that produced Fist Power taken by the
+    British?"), in a question that offers no candidates to choose from. Measured with
+    the 0.5B reference model (issue 24): 15 such answers among 142 distinct answers to
+    HotpotQA and MuSiQue questions, none of them right, and no right answer flagged."""
+    words = _words(answer)
+    if not words or _OFFERS_CHOICE.search(question):
+        return False
+    return f" {words} " in f" {_words(question)} "
 
 
 class StyledAnswer:
@@ -91,6 +112,19 @@ class StyledAnswer:
             return out
         clean = _SOURCE_MARK.sub("", out.answer).strip()
         return out.model_copy(update={"answer": clean or out.answer})
+
+    def recheck(self, inp: BaseModel, out: BaseModel) -> str | None:
+        """A short answer that only repeats a name the question gives is asked for once
+        more, told so (see `echoes_question`); long answers restate the question by design."""
+        question, answer = getattr(inp, "question", None), getattr(out, "answer", None)
+        if self.style.name != "short" or not isinstance(question, str) or not isinstance(answer, str):
+            return None
+        if not echoes_question(question, answer):
+            return None
+        return (
+            f'"{answer}" is named in the question itself, so it is not what the question asks for. '
+            "Read again and reply with what the question asks for, as JSON."
+        )
 
     def salvage(self, error: StructuredOutputError, default: str = FALLBACK_ANSWER) -> AnswerOutput:
         raw = _ANSWER_PREFIX.sub("", " ".join(error.raw.split())).strip(' "}')

@@ -59,6 +59,13 @@ class Agent(Generic[I, O]):
         """The last word on a parsed or fallback output (default: unchanged)."""
         return out
 
+    def recheck(self, inp: I, out: O) -> str | None:
+        """A note that sends a parsed output back once, or None to keep it (default).
+
+        The note is the user's next turn after the model's reply; the second reply
+        stands, whatever it says (one turn, never a loop)."""
+        return None
+
     async def __call__(self, llm: LLM, inp: I, temperature: float = 0.0, seed: int | None = None) -> O:
         with step(self.name, **inp.model_dump(mode="json")) as s:
             try:
@@ -76,5 +83,18 @@ class Agent(Generic[I, O]):
                 s.status = "skipped" if isinstance(exc, BudgetExhausted) else "fallback"
                 s.error = str(exc).splitlines()[0]
             out = self.finish(out)
+            note = self.recheck(inp, out) if s.status == "ok" else None
+            rejected = None
+            if note:
+                again = [*self.messages(inp), Message(role="assistant", content=out.model_dump_json()), Message(role="user", content=note)]
+                try:
+                    response = await llm.generate(
+                        again, output=self.Output, temperature=temperature, max_tokens=self.max_tokens, seed=seed
+                    )
+                    rejected, out = out, self.finish(response.parsed)
+                except StructuredOutputError:
+                    pass  # the first reply stands (also when the budget is spent)
             s.outputs = out.model_dump(mode="json")
+            if rejected is not None:
+                s.outputs["rechecked"] = {"note": note, "first": rejected.model_dump(mode="json")}
             return out
