@@ -14,17 +14,57 @@ from marag.index.traced import hit_of, trusted_constructor
 from marag.trace import SearchCall
 
 
-def test_fast_hits_are_ordinary_validated_hits():
+def test_fast_hits_are_ordinary_checked_hits():
     chunk = Chunk(id="doc#3", doc_id="doc", text="some text", title="Title", metadata={"x": 1})
     fast = hit_of(chunk, 2.5)
     slow = Hit(doc_id="doc", chunk_id="doc#3", score=2.5, text="some text", title="Title")
-    assert type(fast) is Hit and fast == slow
-    assert fast.model_dump() == slow.model_dump() and fast.model_dump_json() == slow.model_dump_json()
-    assert fast.model_fields_set == slow.model_fields_set
-    assert pickle.loads(pickle.dumps(fast)) == slow and copy.deepcopy(fast) == slow
+    assert type(fast) is Hit and fast == slow and not (fast != slow)
+    assert fast.model_dump() == slow.model_dump() == {"doc_id": "doc", "chunk_id": "doc#3", "score": 2.5, "text": "some text", "title": "Title"}
+    assert fast.model_dump_json() == slow.model_dump_json() and Hit.model_validate(fast.model_dump()) == fast
+    assert repr(fast) == "Hit(doc_id='doc', chunk_id='doc#3', score=2.5, text='some text', title='Title')"
+    assert pickle.loads(pickle.dumps(fast)) == slow and copy.deepcopy(fast) == slow and copy.copy(fast) == slow
     assert fast.model_copy(update={"score": 1.0}).score == 1.0 and fast.score == 2.5
     fast.score = 3.0  # assignment works and touches only this hit
     assert fast.score == 3.0 and hit_of(chunk, 2.5).score == 2.5
+
+
+def test_a_hit_checks_what_it_is_given():
+    h = Hit(doc_id="d", chunk_id="d#0", score=3, text="t")
+    assert h.score == 3.0 and type(h.score) is float and h.title == ""  # ints become floats, as pydantic did
+    import numpy as np
+
+    assert type(Hit(doc_id="d", chunk_id="d#0", score=np.float32(0.5), text="t").score) is float
+    with pytest.raises(TypeError, match="Hit.doc_id must be a string"):
+        Hit(doc_id=7, chunk_id="d#0", score=1.0, text="t")
+    with pytest.raises(TypeError, match="Hit.score must be a number"):
+        Hit(doc_id="d", chunk_id="d#0", score="high", text="t")
+    with pytest.raises(TypeError):
+        Hit(doc_id="d", chunk_id="d#0", text="t")  # score is required
+    with pytest.raises(ValueError, match="unknown Hit field"):
+        Hit.model_validate({"doc_id": "d", "chunk_id": "d#0", "score": 1.0, "text": "t", "rank": 1})
+    with pytest.raises(ValueError, match="unknown Hit field"):
+        h.model_copy(update={"rank": 1})
+    with pytest.raises(TypeError):
+        hash(h)  # mutable, like the pydantic model it replaced
+    assert h != h.model_copy(update={"score": 2.0}) and h != "d#0"
+
+
+def test_hits_validate_and_serialize_as_fields_of_pydantic_models():
+    class Answer(BaseModel):
+        sources: list[Hit]
+        best: Hit | None = None
+
+    h = Hit(doc_id="d", chunk_id="d#0", score=1.5, text="t", title="T")
+    a = Answer(sources=[h, {"doc_id": "e", "chunk_id": "e#0", "score": 1, "text": "u"}])
+    assert a.sources[0] is h and a.sources[1] == Hit(doc_id="e", chunk_id="e#0", score=1.0, text="u")
+    assert a.model_dump()["sources"][0] == h.model_dump()
+    assert Answer.model_validate_json(a.model_dump_json()) == a
+    with pytest.raises(ValidationError):
+        Answer(sources=[{"doc_id": "d", "chunk_id": "d#0", "text": "no score"}])
+    with pytest.raises(ValidationError):
+        Answer(sources=["d#0"])
+    schema = Answer.model_json_schema()
+    assert "score" in str(schema) and "doc_id" in str(schema)
 
 
 def test_trusted_constructor_falls_back_to_validation_when_the_probe_disagrees():
@@ -66,7 +106,7 @@ def test_hits_of_a_batch_are_independent_objects():
     assert a is not b and a == Hit(**a.model_dump())
     a.score = -1.0  # assignment touches this hit only
     assert b.score > 0 and all(h.score > 0 for page in pages for h in page if h is not a)
-    assert a.model_fields_set == set(Hit.model_fields) and b.model_copy(update={"score": 9.0}).score == 9.0
+    assert b.model_copy(update={"score": 9.0}).score == 9.0 and b.score != 9.0
     assert [len(p) for p in pages] == [3, 3] and [h.chunk_id for h in pages[0]] == [h.chunk_id for h in pages[1]]
 
 

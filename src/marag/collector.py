@@ -44,13 +44,19 @@ class CollectionsHeld:
     _resume = False  # whether the first holder found the collector on
 
     def __enter__(self) -> "CollectionsHeld":
+        # acquire()/release() rather than `with`: a `with` allocates a bound method, and
+        # at the collector's threshold that allocation starts a collection (a full one,
+        # when the young collections run at earlier exits made one due) right here
         cls = CollectionsHeld
-        with cls._lock:
+        cls._lock.acquire()
+        try:
             if cls._holders == 0:
                 cls._resume = gc.isenabled()
                 if cls._resume:
                     gc.disable()
             cls._holders += 1
+        finally:
+            cls._lock.release()
         return self
 
     def __exit__(self, *exc: object) -> None:

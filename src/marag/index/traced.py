@@ -35,6 +35,12 @@ from marag.trace.records import SearchCall, _current_step, current_trace, record
 M = TypeVar("M", bound=BaseModel)
 _NEW = object.__new__
 _HELD = held_collections()
+# Bound once: a `with` statement makes a bound method of `__enter__` on every entry, a
+# tracked object allocated while the collector is still on, and at the threshold that
+# allocation is what starts a collection (a full one, when the young collections run at
+# the ends of earlier searches had made one due): seen as 5 full collections in 1,000
+# single searches once hits stopped allocating a dict each.
+_hold, _release = _HELD.__enter__, _HELD.__exit__
 _BUILDING = threading.Lock()
 
 
@@ -58,12 +64,11 @@ class Ranked(NamedTuple):
 
 class TrustedConstructor:
     """Build `model` instances from values without pydantic validation: `make(values)`
-    for one, `make.many(rows)` for a list (one Python call for a whole page of hits).
+    for one, `make.many(rows)` for a list (one Python call for a whole batch).
 
-    For values this module builds from already validated records (a Chunk's fields, a
-    float score), validating again only costs time: `Hit(...)` takes ~2.7 us, and ten
-    hits plus the trace record cost more than the BM25 engine's whole search on small
-    corpora. `values` must give every field, with the right types. The fast path fills
+    For values this module builds from already validated records (the search records
+    of a trace: a query, hits' ids and scores), validating again only costs time: a
+    validated record took longer than the BM25 engine's whole search on small corpora. `values` must give every field, with the right types. The fast path fills
     the model's slots the way pydantic's `model_construct` does; it is used only if an
     instance built from `probe` that way is indistinguishable from a validated one, so
     a pydantic release that changes its internals falls back to validation instead of
@@ -112,26 +117,6 @@ class TrustedConstructor:
             append(obj)
         return out
 
-    def copies(self, templates: Sequence[dict[str, Any]], key: str, values: Sequence[Any]) -> list[M]:
-        """Instances whose values are `templates[i]` with `key` set to `values[i]` (each
-        gets its own copy of its template: a C-level dict copy, cheaper than building
-        the dict anew). One loop over all of them: the whole page of a batch."""
-        if self._setters is None:
-            return [self.model(**{**t, key: v}) for t, v in zip(templates, values)]
-        set_dict, set_fields, set_extra, set_private = self._setters
-        new, model, all_set, out = _NEW, self.model, self._all_set, []
-        append = out.append
-        for template, value in zip(templates, values):
-            d = template.copy()
-            d[key] = value
-            obj = new(model)
-            set_dict(obj, d)
-            set_fields(obj, all_set)
-            set_extra(obj, None)
-            set_private(obj, None)
-            append(obj)
-        return out
-
     def many(self, rows: Iterable[dict[str, Any]]) -> list[M]:
         if self._setters is None:
             return [self.model(**values) for values in rows]
@@ -153,9 +138,6 @@ def _slot_setter(model: type, name: str) -> Callable[[Any, Any], None]:
     raise LookupError(name)
 
 
-_new_hit = trusted_constructor(
-    Hit, {"doc_id": "d", "chunk_id": "d#0", "score": 1.5, "text": "t", "title": "x"}
-)
 _new_search_call = trusted_constructor(
     SearchCall,
     {
@@ -182,9 +164,7 @@ def recording() -> bool:
 
 def hit_of(chunk: Chunk, score: float) -> Hit:
     """The hit for `chunk` with `score` (a Python float)."""
-    return _new_hit(
-        {"doc_id": chunk.doc_id, "chunk_id": chunk.id, "score": score, "text": chunk.text, "title": chunk.title}
-    )
+    return Hit.many(((chunk.doc_id, chunk.id, chunk.text, chunk.title),), (score,))[0]
 
 
 def hit_record(hit: Hit) -> dict[str, Any]:
@@ -325,9 +305,9 @@ class BaseRetriever:
         self.name = name or self.kind
         # None = every chunk; otherwise a boolean mask over chunk positions.
         self._allowed: np.ndarray | None = None
-        # Per chunk position: its hit's fields as a dict, made on first use (see _pages).
-        # Restricted copies share the list.
-        self._templates: list[dict[str, Any] | None] | None = None
+        # Per chunk position: its hit's fields but the score, made on first use (see
+        # _hits_at). Restricted copies share the list.
+        self._templates: list[tuple[str, str, str, str] | None] | None = None
 
     # -- to implement (one of the two) ---------------------------------------------------
     def _rank(self, queries: list[str], want: int) -> Ranked:
@@ -349,8 +329,11 @@ class BaseRetriever:
         check_paging(k, offset)
         if not isinstance(query, str):
             raise TypeError(f"query must be a string, got {type(query).__name__}")
-        with _HELD:
+        _hold()
+        try:
             return self._timed([query], int(k), int(offset))[0]
+        finally:
+            _release()
 
     def search_batch(self, queries: Sequence[str], k: int = 10, offset: int = 0) -> list[Sequence[Hit]]:
         check_paging(k, offset)
@@ -464,9 +447,8 @@ class BaseRetriever:
     def _hits_at(self, positions: list[int], scores: list[float]) -> list[Hit]:
         """The hits of chunk `positions` with `scores` (Python ints and floats)."""
         # A hit's fields but the score are its chunk's: each chunk's are read once (on its
-        # first hit) into a template dict, which every later hit copies (a C-level copy)
-        # before its score is put in; a whole batch in one loop (per query, the Python
-        # calls would cost more than the hits).
+        # first hit) into a tuple that later hits reuse; a whole batch in one loop (per
+        # query, the Python calls would cost more than the hits).
         if self._templates is None:
             self._templates = [None] * len(self.chunks)
         templates = self._templates
@@ -476,10 +458,9 @@ class BaseRetriever:
             for p in set(positions):
                 if templates[p] is None:
                     c = chunks[p]
-                    # The key order is the model's field order (repr, iteration).
-                    templates[p] = {"doc_id": c.doc_id, "chunk_id": c.id, "score": 0.0, "text": c.text, "title": c.title}
+                    templates[p] = (c.doc_id, c.id, c.text, c.title)
             rows = list(map(templates.__getitem__, positions))
-        return _new_hit.copies(rows, "score", scores)
+        return Hit.many(rows, scores)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r}, chunks={self.size})"

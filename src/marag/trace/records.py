@@ -219,7 +219,8 @@ def record_search(call: SearchCall) -> None:
 
 
 def _jsonable(value: Any) -> Any:
-    if isinstance(value, BaseModel):
+    if isinstance(value, BaseModel) or callable(getattr(type(value), "model_dump", None)):
+        # (a model, or a value class that dumps as one: a retrieval `Hit`)
         return value.model_dump(mode="json")
     if isinstance(value, dict):
         return {str(k): _jsonable(v) for k, v in value.items()}
