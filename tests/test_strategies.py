@@ -53,6 +53,7 @@ def test_vanilla_rag_reads_top_k_and_cites_them(sample_index):
         "temperature": 0.0,
         "answer_style": "short",
         "answer_max_chars": None,
+        "answer_recheck": True,
         "max_llm_calls": 80,
         "max_tokens": 60_000,
         "deadline_s": 900.0,
@@ -156,6 +157,20 @@ def test_an_answer_that_repeats_a_name_from_the_question_is_asked_for_once_more(
     # words, not characters: "the" and punctuation do not count, a part of a word is not a name
     assert echoes_question("Who sang in The Terminal?", "the terminal.")
     assert not echoes_question("Who founded Rugbyville?", "Rugby")
+
+
+def test_the_recheck_is_a_setting_and_off_in_every_paper_mode(sample_index):
+    q = "Who wrote about Ada Lovelace?"
+    on = ScriptedLLM([{"answer": "Ada Lovelace"}, {"answer": "Betty Toole"}])
+    assert asyncio.run(make_strategy("vanilla_rag", on, sample_index.retriever("bm25")).run(q)).answer == "Betty Toole"
+    off = ScriptedLLM([{"answer": "Ada Lovelace"}])
+    strat = make_strategy("vanilla_rag", off, sample_index.retriever("bm25"), {"answer_recheck": False})
+    assert asyncio.run(strat.run(q)).answer == "Ada Lovelace" and len(off.calls) == 1
+    for name in ("mrag", "unirag", "kair", "ropmura", "ginger"):
+        config = STRATEGIES.get(name).Config
+        paper, ours = config(paper=True), config()
+        assert paper.style().recheck is False and ours.style().recheck is True, name
+        assert "answer_recheck" in ours.additions() and "answer_recheck" not in paper.additions()
 
 
 def test_run_many_keeps_order_and_separate_traces(sample_index):

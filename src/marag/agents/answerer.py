@@ -9,7 +9,7 @@ DataMorgana and TREC RAG (whose references have a median of ~460 characters; a
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from pydantic import BaseModel, Field
 
@@ -27,11 +27,12 @@ class AnswerStyle:
     max_chars: int  # the output schema's maxLength: constrained decoding closes the JSON in time
     instruction: str  # one sentence of every answering prompt
     max_tokens: int  # room for max_chars plus the JSON around it
+    recheck: bool = True  # a short answer that repeats a name from the question is asked for again
 
     def with_max_chars(self, max_chars: int | None) -> "AnswerStyle":
         if not max_chars:
             return self
-        return AnswerStyle(self.name, max_chars, self.instruction, max(64, max_chars // 3 + 40))
+        return replace(self, max_chars=max_chars, max_tokens=max(64, max_chars // 3 + 40))
 
 
 ANSWER_STYLES: dict[str, AnswerStyle] = {
@@ -117,7 +118,7 @@ class StyledAnswer:
         """A short answer that only repeats a name the question gives is asked for once
         more, told so (see `echoes_question`); long answers restate the question by design."""
         question, answer = getattr(inp, "question", None), getattr(out, "answer", None)
-        if self.style.name != "short" or not isinstance(question, str) or not isinstance(answer, str):
+        if self.style.name != "short" or not self.style.recheck or not isinstance(question, str) or not isinstance(answer, str):
             return None
         if not echoes_question(question, answer):
             return None

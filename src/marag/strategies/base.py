@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from dataclasses import replace
 from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -89,9 +90,18 @@ class AnsweringConfig(StrategyConfig):
 
     answer_style: Literal["short", "long"] = "short"
     answer_max_chars: int | None = Field(default=None, ge=20, le=8000)
+    # ours (off in paper modes): a short answer that only repeats a name the question
+    # gives is sent back once, told so (marag.agents.answerer.echoes_question)
+    answer_recheck: bool = True
 
     def style(self) -> AnswerStyle:
-        return ANSWER_STYLES[self.answer_style].with_max_chars(self.answer_max_chars)
+        style = ANSWER_STYLES[self.answer_style].with_max_chars(self.answer_max_chars)
+        return style if style.recheck == self.answer_recheck else replace(style, recheck=self.answer_recheck)
+
+
+# Our additions to every answering step, off in every paper mode: each strategy's
+# PAPER_SETTINGS includes these.
+ANSWER_PAPER_SETTINGS: dict[str, Any] = {"answer_recheck": False}
 
 
 class PaperSwitch(BaseModel):

@@ -104,6 +104,7 @@ from marag.index.facets import check_clusterer, cluster_facets
 from marag.index.fusion import rrf
 from marag.index.rerank import cross_encoder_available, get_reranker
 from marag.strategies.base import (
+    ANSWER_PAPER_SETTINGS,
     OPERATOR_ONLY,
     STRATEGIES,
     AnsweringConfig,
@@ -115,6 +116,7 @@ from marag.trace import record_read, step
 
 # What `paper=true` sets: every addition of ours off (see the module docstring).
 PAPER_SETTINGS: dict[str, Any] = {
+    **ANSWER_PAPER_SETTINGS,
     "separate_searches": False,
     "pointwise": "cross_encoder",  # the installed one; none installed: embeddings, with a note
     "pairwise_scheme": "all_pairs",

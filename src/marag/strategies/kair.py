@@ -72,11 +72,11 @@ from marag.index.memory import SearchMemory, overlap, query_terms, repeated
 from marag.llm.base import LLM
 from marag.llm.budget import budget_spent, grace
 from marag.llm.factory import LLMConfig, make_llm
-from marag.strategies.base import OPERATOR_ONLY, STRATEGIES, AnsweringConfig, PaperSwitch, Strategy, register_variant
+from marag.strategies.base import ANSWER_PAPER_SETTINGS, OPERATOR_ONLY, STRATEGIES, AnsweringConfig, PaperSwitch, Strategy, register_variant
 from marag.trace import record_read, step
 
 # What `paper=True` sets: every addition of ours off (module docstring).
-PAPER_SETTINGS: dict[str, Any] = {"support_check": False, "memory": False, "gap_as_query": False, "agent_angles": False}
+PAPER_SETTINGS: dict[str, Any] = {**ANSWER_PAPER_SETTINGS, "support_check": False, "memory": False, "gap_as_query": False, "agent_angles": False}
 
 
 class KAIRConfig(PaperSwitch, AnsweringConfig):

@@ -113,7 +113,7 @@ from marag.index.memory import SearchMemory, query_terms
 from marag.llm.base import LLM
 from marag.llm.budget import budget_spent, grace
 from marag.llm.factory import LLMConfig, make_llm
-from marag.strategies.base import OPERATOR_ONLY, STRATEGIES, AnsweringConfig, PaperSwitch, Strategy, register_variant
+from marag.strategies.base import ANSWER_PAPER_SETTINGS, OPERATOR_ONLY, STRATEGIES, AnsweringConfig, PaperSwitch, Strategy, register_variant
 from marag.trace import current_trace, normalize_query, step
 
 ROLES = ("coordinator", "planner", "searcher", "summarizer", "reasoner", "validator", "answerer", "reviser")
@@ -122,6 +122,7 @@ SEQUENCE = ("planner", "searcher", "answerer", "finisher")
 
 # What `paper=True` sets: every addition off, every bound the paper does not have lifted.
 PAPER_SETTINGS: dict[str, Any] = {
+    **ANSWER_PAPER_SETTINGS,
     "guards": False,
     "hints": False,
     "keep_top_ranked": 0,

@@ -79,14 +79,14 @@ from marag.index.embed import similarity_to
 from marag.index.memory import repeated
 from marag.index.rerank import EmbeddingReranker
 from marag.llm.budget import budget_spent, grace
-from marag.strategies.base import STRATEGIES, AnsweringConfig, PaperSwitch, Strategy, register_variant
+from marag.strategies.base import ANSWER_PAPER_SETTINGS, STRATEGIES, AnsweringConfig, PaperSwitch, Strategy, register_variant
 from marag.trace import record_read, step
 
 Planning = Literal["adaptive", "none", "presplit", "greedy"]
 WHOLE_CORPUS = "(whole corpus)"  # the one knowledge agent of routing="single"
 
 # What `paper=True` sets: every addition of ours off (module docstring).
-PAPER_SETTINGS: dict[str, Any] = {"max_agents": None, "repeat_check": False}
+PAPER_SETTINGS: dict[str, Any] = {**ANSWER_PAPER_SETTINGS, "max_agents": None, "repeat_check": False}
 
 
 class RopMuraConfig(PaperSwitch, AnsweringConfig):

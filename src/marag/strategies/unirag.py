@@ -75,11 +75,12 @@ from marag.index.memory import SearchMemory
 from marag.index.traced import hit_of
 from marag.index.rerank import EmbeddingReranker
 from marag.llm.budget import budget_spent, grace
-from marag.strategies.base import STRATEGIES, AnsweringConfig, PaperSwitch, Strategy, register_variant
+from marag.strategies.base import ANSWER_PAPER_SETTINGS, STRATEGIES, AnsweringConfig, PaperSwitch, Strategy, register_variant
 from marag.trace import record_read, step
 
 ROLES = ("planner", "queries", "reflector", "final_answer")  # the agents' names, as traces record them
 PAPER_SETTINGS: dict[str, Any] = {
+    **ANSWER_PAPER_SETTINGS,
     "memory": False,
     "clean_queries": False,
     "search_first": False,
