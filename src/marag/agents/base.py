@@ -1,7 +1,8 @@
 """An agent is one role: a prompt, a typed input, a typed output and a fallback.
 
 Agents do not log and do not retry: the LLM port validates, repairs once and records the
-call; the agent only opens a trace step, and when the port gives up
+call; the agent only opens a trace step (and, when its `recheck` finds a usable reply
+wanting, asks once more with a note saying why), and when the port gives up
 (`StructuredOutputError`) it returns its documented fallback instead of failing the
 whole question. When the question's budget is spent the port makes no call at all and
 the step is marked `skipped` (the fallback stands in).
@@ -67,34 +68,28 @@ class Agent(Generic[I, O]):
         return None
 
     async def __call__(self, llm: LLM, inp: I, temperature: float = 0.0, seed: int | None = None) -> O:
+        async def ask(messages: list[Message]) -> O:
+            response = await llm.generate(messages, output=self.Output, temperature=temperature, max_tokens=self.max_tokens, seed=seed)
+            return self.finish(response.parsed)
+
         with step(self.name, **inp.model_dump(mode="json")) as s:
+            messages = self.messages(inp)
             try:
-                response = await llm.generate(
-                    self.messages(inp),
-                    output=self.Output,
-                    temperature=temperature,
-                    max_tokens=self.max_tokens,
-                    seed=seed,
-                )
-                out = response.parsed
+                out = await ask(messages)
             except StructuredOutputError as exc:
-                out = self.fallback(inp, exc)
+                out = self.finish(self.fallback(inp, exc))
                 # skipped: the budget was spent, so no call was made (not the model's fault)
                 s.status = "skipped" if isinstance(exc, BudgetExhausted) else "fallback"
                 s.error = str(exc).splitlines()[0]
-            out = self.finish(out)
             note = self.recheck(inp, out) if s.status == "ok" else None
-            rejected = None
+            first = out
             if note:
-                again = [*self.messages(inp), Message(role="assistant", content=out.model_dump_json()), Message(role="user", content=note)]
+                reply = Message(role="assistant", content=out.model_dump_json())
                 try:
-                    response = await llm.generate(
-                        again, output=self.Output, temperature=temperature, max_tokens=self.max_tokens, seed=seed
-                    )
-                    rejected, out = out, self.finish(response.parsed)
+                    out = await ask([*messages, reply, Message(role="user", content=note)])
                 except StructuredOutputError:
                     pass  # the first reply stands (also when the budget is spent)
             s.outputs = out.model_dump(mode="json")
-            if rejected is not None:
-                s.outputs["rechecked"] = {"note": note, "first": rejected.model_dump(mode="json")}
+            if note:
+                s.outputs["rechecked"] = {"note": note, "first": first.model_dump(mode="json")}
             return out
