@@ -418,12 +418,12 @@ def test_outliers_become_facets_of_their_own():
 
 # -- the paper switch ------------------------------------------------------------------------------
 
-OURS = ["answer_recheck", "separate_searches", "pointwise", "pairwise_scheme", "cluster_ranking", "clusterer", "nugget_fallback", "concise_answer", "passage_chars"]
+OURS = ["separate_searches", "pointwise", "pairwise_scheme", "cluster_ranking", "clusterer", "nugget_fallback", "concise_answer", "passage_chars"]
 
 
 def test_paper_mode_turns_every_addition_off(index):
     assert GingerConfig().additions() == OURS
-    on = {"answer_recheck": True, "separate_searches": True, "pointwise": "embedding", "pairwise_scheme": "bubble", "cluster_ranking": "cosine",
+    on = {"separate_searches": True, "pointwise": "embedding", "pairwise_scheme": "bubble", "cluster_ranking": "cosine",
           "clusterer": "agglomerative", "nugget_fallback": True, "concise_answer": True, "passage_chars": 600}  # fmt: skip
     assert set(on) == set(OURS)
     cfg = GingerConfig(paper=True, **on)  # paper wins

@@ -265,7 +265,7 @@ def test_default_max_steps_allows_the_papers_average_of_about_five(retriever):
 def test_paper_mode_turns_every_addition_off(retriever):
     cfg = KAIRConfig(paper=True, support_check=True, memory=True, gap_as_query=True, agent_angles=True)  # paper wins
     assert cfg.additions() == [] and all(getattr(cfg, k) == v for k, v in PAPER_SETTINGS.items())
-    assert KAIRConfig().additions() == ["answer_recheck", "support_check", "memory", "gap_as_query", "agent_angles"]
+    assert KAIRConfig().additions() == ["support_check", "memory", "gap_as_query", "agent_angles"]
     strat = make_strategy("kair_paper", llm(), retriever)
     assert isinstance(strat, KAIR) and strat.config.paper and strat.config.k == 10
     # the paper's knowledge update: a fact the model calls new is taken (no lexical support check)

@@ -565,7 +565,7 @@ def test_paper_mode_leaves_no_addition_active(retriever):
     assert cfg.searcher_max_steps is None and cfg.history_window is None and cfg.doc_chars is None
     assert cfg.max_searcher_runs is None and cfg.judge_pages is False
     assert MRAGConfig().additions() == [
-        "answer_recheck", "guards", "hints", "keep_top_ranked", "searcher_max_steps", "history_window", "report_chars", "doc_chars",
+        "guards", "hints", "keep_top_ranked", "searcher_max_steps", "history_window", "report_chars", "doc_chars",
         "coordinator_input_chars", "late_answer", "memory", "progress_guard", "judge_pages", "max_searcher_runs",
     ]  # fmt: skip
     assert isinstance(make_strategy("mrag_paper", ScriptedLLM(), retriever), MRAG)

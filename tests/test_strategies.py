@@ -53,7 +53,7 @@ def test_vanilla_rag_reads_top_k_and_cites_them(sample_index):
         "temperature": 0.0,
         "answer_style": "short",
         "answer_max_chars": None,
-        "answer_recheck": True,
+        "answer_recheck": False,
         "max_llm_calls": 80,
         "max_tokens": 60_000,
         "deadline_s": 900.0,
@@ -121,13 +121,18 @@ def test_short_answers_lose_copied_source_marks_long_answers_keep_them():
 
 
 def test_an_answer_that_repeats_a_name_from_the_question_is_asked_for_once_more():
+    from dataclasses import replace
+
     from marag.agents.answerer import ANSWER_STYLES, echoes_question
+
+    def rechecking(style=ANSWER_STYLES["short"]) -> Answerer:
+        return Answerer(replace(style, recheck=True))
 
     q = "When was the country that produced Fist Power taken by the British?"
     llm = ScriptedLLM([{"answer": "Fist Power"}, {"answer": "1842"}])
     trace = Trace()
     with activate(trace):
-        out = asyncio.run(Answerer()(llm, AnswerInput(question=q, passages=[{"title": "Fist Power", "text": "A Hong Kong film."}])))
+        out = asyncio.run(rechecking()(llm, AnswerInput(question=q, passages=[{"title": "Fist Power", "text": "A Hong Kong film."}])))
     assert out.answer == "1842" and len(llm.calls) == 2
     again = llm.calls[1].messages
     # the same prompt, then the model's reply, then the note that names what was wrong
@@ -138,7 +143,7 @@ def test_an_answer_that_repeats_a_name_from_the_question_is_asked_for_once_more(
     assert step.outputs["answer"] == "1842" and step.outputs["rechecked"]["first"] == {"answer": "Fist Power"}
     # one more turn only: a second echo stands
     stubborn = ScriptedLLM([{"answer": "Fist Power"}, {"answer": "the Fist Power"}])
-    assert asyncio.run(Answerer()(stubborn, AnswerInput(question=q))).answer == "the Fist Power" and len(stubborn.calls) == 2
+    assert asyncio.run(rechecking()(stubborn, AnswerInput(question=q))).answer == "the Fist Power" and len(stubborn.calls) == 2
     # not asked again: a question that offers the candidates, an answer it does not
     # contain, a long answer (which restates by design), a reply that was a fallback
     for question, answer, style in [
@@ -148,11 +153,11 @@ def test_an_answer_that_repeats_a_name_from_the_question_is_asked_for_once_more(
         ("Who founded Fist Power?", "Fist Power", "long"),
     ]:
         once = ScriptedLLM([{"answer": answer}])
-        assert asyncio.run(Answerer(ANSWER_STYLES[style])(once, AnswerInput(question=question))).answer == answer
+        assert asyncio.run(rechecking(ANSWER_STYLES[style])(once, AnswerInput(question=question))).answer == answer
         assert len(once.calls) == 1
     torn = ScriptedLLM(["not json", "still not json"])
     # (the salvaged text repeats the question, but a fallback is not the model's answer to recheck)
-    assert asyncio.run(Answerer()(torn, AnswerInput(question="Who is still not json?"))).answer == "still not json"
+    assert asyncio.run(rechecking()(torn, AnswerInput(question="Who is still not json?"))).answer == "still not json"
     assert len(torn.calls) == 2  # the port's repair only
     # words, not characters: "the" and punctuation do not count, a part of a word is not a name
     assert echoes_question("Who sang in The Terminal?", "the terminal.")
@@ -162,14 +167,15 @@ def test_an_answer_that_repeats_a_name_from_the_question_is_asked_for_once_more(
 def test_the_recheck_is_a_setting_and_off_in_every_paper_mode(sample_index):
     q = "Who wrote about Ada Lovelace?"
     on = ScriptedLLM([{"answer": "Ada Lovelace"}, {"answer": "Betty Toole"}])
-    assert asyncio.run(make_strategy("vanilla_rag", on, sample_index.retriever("bm25")).run(q)).answer == "Betty Toole"
-    off = ScriptedLLM([{"answer": "Ada Lovelace"}])
-    strat = make_strategy("vanilla_rag", off, sample_index.retriever("bm25"), {"answer_recheck": False})
-    assert asyncio.run(strat.run(q)).answer == "Ada Lovelace" and len(off.calls) == 1
+    strat = make_strategy("vanilla_rag", on, sample_index.retriever("bm25"), {"answer_recheck": True})
+    assert asyncio.run(strat.run(q)).answer == "Betty Toole" and len(on.calls) == 2
+    off = ScriptedLLM([{"answer": "Ada Lovelace"}])  # the default
+    assert asyncio.run(make_strategy("vanilla_rag", off, sample_index.retriever("bm25")).run(q)).answer == "Ada Lovelace"
+    assert len(off.calls) == 1
     for name in ("mrag", "unirag", "kair", "ropmura", "ginger"):
         config = STRATEGIES.get(name).Config
-        paper, ours = config(paper=True), config()
-        assert paper.style().recheck is False and ours.style().recheck is True, name
+        paper, ours = config(paper=True, answer_recheck=True), config(answer_recheck=True)
+        assert paper.style().recheck is False and ours.style().recheck is True, name  # paper mode wins
         assert "answer_recheck" in ours.additions() and "answer_recheck" not in paper.additions()
 
 

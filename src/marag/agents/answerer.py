@@ -27,7 +27,7 @@ class AnswerStyle:
     max_chars: int  # the output schema's maxLength: constrained decoding closes the JSON in time
     instruction: str  # one sentence of every answering prompt
     max_tokens: int  # room for max_chars plus the JSON around it
-    recheck: bool = True  # a short answer that repeats a name from the question is asked for again
+    recheck: bool = False  # a short answer that repeats a name from the question is asked for again
 
     def with_max_chars(self, max_chars: int | None) -> "AnswerStyle":
         if not max_chars:
