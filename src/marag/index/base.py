@@ -54,6 +54,7 @@ class Hit:
         raise TypeError(f"a Hit is made from a Hit or a dict, got {type(obj).__name__}")
 
     def model_dump(self, *, mode: str = "python", include: Iterable[str] | None = None, exclude: Iterable[str] | None = None) -> dict[str, Any]:
+        # (every field is a str or a float: the "json" mode's dict is the same)
         names = [n for n in _FIELDS if (include is None or n in include) and (exclude is None or n not in exclude)]
         return {n: getattr(self, n) for n in names}
 

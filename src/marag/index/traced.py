@@ -68,8 +68,9 @@ class TrustedConstructor:
 
     For values this module builds from already validated records (the search records
     of a trace: a query, hits' ids and scores), validating again only costs time: a
-    validated record took longer than the BM25 engine's whole search on small corpora. `values` must give every field, with the right types. The fast path fills
-    the model's slots the way pydantic's `model_construct` does; it is used only if an
+    validated record took longer than the BM25 engine's whole search on small corpora.
+    `values` must give every field, with the right types. The fast path fills the
+    model's slots the way pydantic's `model_construct` does; it is used only if an
     instance built from `probe` that way is indistinguishable from a validated one, so
     a pydantic release that changes its internals falls back to validation instead of
     producing broken objects."""
