@@ -96,8 +96,7 @@ class AnsweringConfig(StrategyConfig):
     answer_recheck: bool = False
 
     def style(self) -> AnswerStyle:
-        style = ANSWER_STYLES[self.answer_style].with_max_chars(self.answer_max_chars)
-        return style if style.recheck == self.answer_recheck else replace(style, recheck=self.answer_recheck)
+        return replace(ANSWER_STYLES[self.answer_style].with_max_chars(self.answer_max_chars), recheck=self.answer_recheck)
 
 
 # Our additions to every answering step, off in every paper mode: each strategy's
