@@ -114,6 +114,59 @@ def test_hnsw_recall_against_exact():
     }
 
 
+@pytest.mark.skipif(
+    importlib.util.find_spec("faiss") is None, reason="faiss not installed (pip install 'marag[faiss]')"
+)
+def test_hnsw_single_search_takes_the_graph_answer_as_the_batch_path_would():
+    # One vector per chunk: a single search makes hits straight from the graph's answer
+    # (issue 28); it must give what the general path gives, ties by position included.
+    vectors = unit_rows(300, 16, seed=5)
+    vectors[[40, 12, 250]] = vectors[7]  # four chunks with one vector: exact ties
+    emb = TableEmbedder(16, {"tie": vectors[7].copy()})
+    hnsw = DenseRetriever(chunks_for(300), vectors, emb, ann="hnsw", ef_search=300)
+    for query in ("tie", "q1", "q2"):
+        for k, offset in ((10, 0), (3, 1), (1, 0), (2, 3), (400, 0)):
+            single = hnsw.search(query, k=k, offset=offset)
+            batch = hnsw.search_batch([query, "q0"], k=k, offset=offset)[0]  # two queries: the general path
+            assert [(h.chunk_id, h.score) for h in single] == [(h.chunk_id, h.score) for h in batch]
+    assert hnsw._graph_rows_are_chunks()
+    assert [h.chunk_id for h in hnsw.search("tie", k=4)] == ["d7#0", "d12#0", "d40#0", "d250#0"]
+    # Several windows per text: the graph's rows are not chunks; the general path answers.
+    vectors, starts = windowed(50, 8, seed=2)
+    windows = DenseRetriever(chunks_for(50), vectors, TableEmbedder(8), ann="hnsw", ef_search=100, layout=own_text(starts))
+    assert not windows._graph_rows_are_chunks() and len(windows.search("q", k=5)) == 5
+
+
+class ShortGraph:
+    """Stands in for a faiss graph that finds one vector fewer than asked (its answer ends
+    in -1) unless asked for every vector."""
+
+    def __init__(self, vectors: np.ndarray):
+        self.vectors, self.asked = vectors, []
+
+    def search(self, q, k, params=None):
+        self.asked.append(k)
+        scores = q @ self.vectors.T
+        ids = np.argsort(-scores, axis=1, kind="stable")[:, :k]
+        dist = np.take_along_axis(scores, ids, 1).astype(np.float32)
+        if k < len(self.vectors):
+            ids[:, -1], dist[:, -1] = -1, -np.inf
+        return dist, ids.astype(np.int64)
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("faiss") is None, reason="faiss not installed (pip install 'marag[faiss]')"
+)
+def test_hnsw_single_search_asks_again_when_the_graph_finds_too_few():
+    vectors = unit_rows(30, 8, seed=4)
+    graph = ShortGraph(vectors)
+    emb = TableEmbedder(8)
+    hnsw = DenseRetriever(chunks_for(30), vectors, emb, ann="hnsw", hnsw=graph)
+    exact = DenseRetriever(chunks_for(30), vectors, emb)
+    assert [h.chunk_id for h in hnsw.search("q", k=5)] == [h.chunk_id for h in exact.search("q", k=5)]
+    assert graph.asked == [5, 5, 10]  # the direct answer was short; the general path asked for more
+
+
 def test_save_and_load_roundtrip_with_lazy_embedder(tmp_path):
     chunks = [
         Chunk(id=f"d{i}#0", doc_id=f"d{i}", text=t)

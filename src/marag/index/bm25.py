@@ -23,7 +23,7 @@ import numpy as np
 
 from marag.corpus.models import Chunk
 from marag.errors import IndexFormatError
-from marag.index.traced import BaseRetriever, Ranked, index_text
+from marag.index.traced import BaseRetriever, Ranked, index_text, kernels
 
 if TYPE_CHECKING:
     import bm25s
@@ -221,8 +221,7 @@ class BM25Retriever(BaseRetriever):
     def _kernel(self, queries: list[str], want: int):
         """(run, slices): run((a, b)) ranks queries a..b-1 as (positions, scores, counts,
         work) arrays; slices cover the batch, one per thread."""
-        from marag.index import _kernels
-
+        _kernels = kernels()
         flat, pointers = self._query_terms(queries)
         want = max(1, min(want, self._num_docs))
         scores = self.model.scores

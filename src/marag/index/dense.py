@@ -35,7 +35,8 @@ from marag.corpus.models import Chunk
 from marag.errors import IndexFormatError, MaragError
 from marag.index.config import IndexConfig
 from marag.index.embed import Embedder, embedder_info, get_embedder
-from marag.index.traced import BaseRetriever, Ranked, index_text
+from marag.index.base import Hit
+from marag.index.traced import BaseRetriever, Ranked, index_text, kernels
 
 VECTORS_FILE = "vectors.npy"
 WINDOWS_FILE = "windows.npy"
@@ -220,6 +221,7 @@ class DenseRetriever(BaseRetriever):
         self._hnsw_maps: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # made on first use
         self._search_params: dict[int, Any] = {}  # efSearch -> faiss parameters
         self._hnsw_scratch = threading.local()  # per thread: one -inf per text (see pool_candidates)
+        self._direct: bool | None = None  # whether graph rows are chunk positions (made on first use)
         self._rows: np.ndarray | None = None
         self._sub: tuple[np.ndarray, Layout] | None = None
         self._sub_lock = threading.Lock()
@@ -423,16 +425,62 @@ class DenseRetriever(BaseRetriever):
     def embed_queries(self, queries: list[str]) -> np.ndarray:
         return np.asarray(self.embedder.embed(queries), dtype=np.float32)
 
-    def _rank(self, queries: list[str], want: int) -> Ranked:
-        from marag.index import _kernels
+    def _search_batch(self, queries: list[str], k: int, offset: int) -> list[Sequence[Hit]]:
+        if len(queries) == 1 and self._graph_rows_are_chunks():
+            hits = self._graph_page(queries[0], k, offset)
+            if hits is not None:
+                return [hits]
+        return super()._search_batch(queries, k, offset)
 
+    def _graph_rows_are_chunks(self) -> bool:
+        """Whether this retriever searches its graph and the graph's row i is chunk i (one
+        vector per text, one text per chunk, in order: an index of short distinct
+        passages)."""
+        if self.hnsw is None or self._rows is not None:
+            return False
+        if self._direct is None:
+            n = len(self.layout.texts)
+            self._direct = np.array_equal(self.layout.windows, np.arange(n + 1)) and np.array_equal(self.layout.texts, np.arange(n))
+        return self._direct
+
+    def _graph_page(self, query: str, k: int, offset: int) -> list[Hit] | None:
+        """One query's hits straight from the graph's answer, when its rows are the chunks;
+        None when the graph found fewer than asked (the general path asks again).
+
+        What `_rank_hnsw` computes for such an index, without the arrays in between: a
+        single search on a small corpus spends most of its time in the graph walk, and
+        what runs after it runs on caches the walk has just emptied, so each numpy or
+        numba call there cost several microseconds (the kernel call 9-11 us, the arrays
+        to hits ~20 us, of ~210 us on the benchmark's pools; issue 28)."""
+        want = max(1, min(offset + k, len(self.chunks)))
+        dist, ids = self._graph_search(self.embed_queries([query]), want)
+        positions, scores = ids[0].tolist(), dist[0].tolist()
+        if positions[-1] < 0:  # (-1 fills the end of a short answer)
+            return None
+        for i in range(want - 1):
+            if scores[i] == scores[i + 1]:
+                # equal scores by position, as everywhere (the graph leaves their order open)
+                order = sorted(range(want), key=lambda j: (-scores[j], positions[j]))
+                positions, scores = [positions[j] for j in order], [scores[j] for j in order]
+                break
+        return self._hits_at(positions[offset:], scores[offset:])
+
+    def _graph_search(self, q: np.ndarray, fetch: int) -> tuple[np.ndarray, np.ndarray]:
+        """(scores, vector rows) of each query's `fetch` best vectors in the graph."""
+        ef = max(self.ef_search, fetch)
+        params = self._search_params.get(ef)
+        if params is None:  # made once per efSearch value: building one costs ~10 us
+            params = self._search_params[ef] = import_faiss().SearchParametersHNSW(efSearch=ef)
+        return self.hnsw.search(q, fetch, params=params)
+
+    def _rank(self, queries: list[str], want: int) -> Ranked:
         q = self.embed_queries(queries)
         if self.hnsw is not None and self._rows is None:
             return self._rank_hnsw(q, want)
         matrix, layout = self._view()
         block = self.query_block
         parts = [
-            _kernels.dense_topk(s, layout.windows, layout.texts, want, self._cuts(s, layout, want))
+            kernels().dense_topk(s, layout.windows, layout.texts, want, self._cuts(s, layout, want))
             for s in (q[a : a + block] @ matrix.T for a in range(0, len(q), block))
         ]
         ranked = Ranked(*parts[0]) if len(parts) == 1 else Ranked(*map(np.concatenate, zip(*parts)))
@@ -475,17 +523,11 @@ class DenseRetriever(BaseRetriever):
         return ranked
 
     def _hnsw_chunks(self, q: np.ndarray, fetch: int, want: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        from marag.index import _kernels
-
         if self._hnsw_maps is None:
             self._hnsw_maps = (self.layout.row_texts(), *self.layout.text_chunks())
         row_texts, ptr, text_chunks = self._hnsw_maps
-        ef = max(self.ef_search, fetch)
-        params = self._search_params.get(ef)
-        if params is None:  # made once per efSearch value: building one costs ~10 us
-            params = self._search_params[ef] = import_faiss().SearchParametersHNSW(efSearch=ef)
-        dist, ids = self.hnsw.search(q, fetch, params=params)
+        dist, ids = self._graph_search(q, fetch)
         best = getattr(self._hnsw_scratch, "best", None)
         if best is None or best.dtype != dist.dtype:
             best = self._hnsw_scratch.best = np.full(self.layout.n_texts, -np.inf, dist.dtype)
-        return _kernels.pool_candidates(ids, dist, row_texts, self.layout.texts, ptr, text_chunks, want, best)
+        return kernels().pool_candidates(ids, dist, row_texts, self.layout.texts, ptr, text_chunks, want, best)

@@ -26,7 +26,7 @@ from marag.errors import IndexFormatError
 from marag.index.base import Hit, Retriever
 from marag.index.bm25 import BM25Retriever
 from marag.index.dense import DenseRetriever
-from marag.index.traced import BaseRetriever, Ranked, as_mask
+from marag.index.traced import BaseRetriever, Ranked, as_mask, kernels
 from marag.registry import Registry
 
 if TYPE_CHECKING:
@@ -157,8 +157,7 @@ class HybridRetriever(BaseRetriever):
 
     # -- search ---------------------------------------------------------------------------
     def _rank(self, queries: list[str], want: int) -> Ranked:
-        from marag.index import _kernels
-
+        _kernels = kernels()
         rankings, extra = self._member_rankings(queries, max(self.depth, want))
         width = max(1, max(r.positions.shape[1] for r in rankings))
         positions = np.full((len(rankings), len(queries), width), -1, dtype=np.int64)

@@ -19,6 +19,7 @@ backend lives here, so the backends cannot drift apart on it:
 from __future__ import annotations
 
 import copy
+import sys
 import threading
 import time
 from itertools import accumulate
@@ -42,6 +43,16 @@ _HELD = held_collections()
 # single searches once hits stopped allocating a dict each.
 _hold, _release = _HELD.__enter__, _HELD.__exit__
 _BUILDING = threading.Lock()
+
+
+def kernels():
+    """`marag.index._kernels`, imported on first use: importing numba takes a few hundred
+    milliseconds that callers who never rank need not pay. After that a dict lookup, where
+    `from marag.index import _kernels` inside a function cost ~0.7 us on every call."""
+    module = sys.modules.get("marag.index._kernels")
+    if module is None:
+        from marag.index import _kernels as module
+    return module
 
 
 def index_text(chunk: Chunk) -> str:
