@@ -116,8 +116,11 @@ def test_paged_and_traced_batches_trigger_no_full_collection(indexes, queries):
     assert len(list(trace.searches())) == 1000 and results == retriever._search_batch(queries, 5, 5)
 
 
-def test_single_searches_trigger_no_full_collection(indexes, queries):
-    retriever = indexes["exact"].retriever("bm25")
+@pytest.mark.parametrize("ann,kind", [("exact", "bm25"), ("hnsw", "dense")])
+def test_single_searches_trigger_no_full_collection(indexes, queries, ann, kind):
+    retriever = indexes[ann].retriever(kind)
+    if ann == "hnsw":  # a single search takes its hits straight from the graph's answer
+        assert retriever._graph_rows_are_chunks()
     retriever.search(queries[0])
     with full_collection_due() as generations:
         results = [retriever.search(q, k=10) for q in queries]
