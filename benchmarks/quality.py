@@ -9,7 +9,8 @@ strategy read (`retrieval_recall`) and in its sources (`sources_recall`), LLM ca
 stopped by the question budget (and by the deadline among them), and the failure
 attribution (`marag.eval.attribution`); then the paired difference of each strategy
 from the baseline (bootstrap 95% interval, `*` where it excludes 0) on the questions
-both answered; then the cost per correct answer. Answers replayed from the LLM cache
+both answered, and about how many paired questions the F1 difference seen would need
+for its interval to exclude 0 (`marag.eval.stats.questions_needed`); then the cost per correct answer. Answers replayed from the LLM cache
 cost nothing; `--costs-from RUN` takes their cost from the run that made them. Markdown, ready for RESULTS.md. Reads only the run directories.
 """
 
@@ -22,7 +23,7 @@ from collections import Counter
 from pathlib import Path
 
 from marag.eval.attribution import CAUSES, cause_of_record
-from marag.eval.report import Run, common_questions, cost_per_correct, metric_values, paired_cell
+from marag.eval.report import Run, common_questions, cost_per_correct, metric_values, needed_cell, paired_cell
 
 METRICS = ["em", "f1", "accuracy", "retrieval_recall", "sources_recall"]
 
@@ -116,12 +117,12 @@ def table(run: Run, baseline: str, costs_from: Run | None = None, only: list[str
         lines.append("| " + " | ".join(cells) + " |")
     if baseline in groups and len(groups) > 1:
         lines += ["", f"Paired difference from `{baseline}` (mean [95% bootstrap interval], `*`: excludes 0):", ""]
-        lines += ["| strategy | " + " | ".join(METRICS) + " |", "|" + "---|" * (len(METRICS) + 1)]
+        lines += ["| strategy | " + " | ".join(METRICS) + " | questions the F1 difference needs |", "|" + "---|" * (len(METRICS) + 2)]
         base = groups[baseline]
         for name, rs in groups.items():
             if name == baseline:
                 continue
-            cells = [name] + [paired_cell(rs, base, m, with_n=False) for m in METRICS]
+            cells = [name] + [paired_cell(rs, base, m, with_n=False) for m in METRICS] + [needed_cell(rs, base, "f1")]
             lines.append("| " + " | ".join(cells) + " |")
     # what a correct answer cost, beside the per-question cost above (the report's own section)
     lines += [""] + cost_per_correct(groups)

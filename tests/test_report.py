@@ -9,7 +9,7 @@ import re
 import pytest
 
 from marag.eval.report import build_report, common_questions, metric_values
-from marag.eval.stats import mean_ci, paired_diff_ci
+from marag.eval.stats import mean_ci, paired_diff_ci, questions_needed
 
 
 def test_paired_bootstrap_on_hand_made_values():
@@ -25,6 +25,18 @@ def test_paired_bootstrap_on_hand_made_values():
     assert paired_diff_ci([1, 0, 1, 1], [0, 0, 1, 0]) == pytest.approx((0.5, 0.0, 1.0))
     with pytest.raises(ValueError):
         paired_diff_ci([1.0], [1.0, 0.0])
+
+
+def test_questions_needed_by_hand_and_against_the_bootstrap():
+    # differences 1,0,1,1,0,-1,1,0,0,0: mean .3, sd .675 -> (1.96 * .675 / .3)^2 = 19.4 -> 20
+    a, b = [1, 0, 1, 1, 0, 0, 1, 0, 0, 0], [0, 0, 0, 0, 0, 1, 0, 0, 0, 0]
+    assert questions_needed(a, b) == 20
+    assert paired_diff_ci(a, b)[1] < 0  # 10 questions: not significant
+    assert paired_diff_ci(a * 3, b * 3)[1] > 0  # the same differences on 30 questions are
+    assert questions_needed(a, a) is None  # no difference: no number of questions helps
+    assert questions_needed([1.0, 1.0], [0.5, 0.5]) is None  # every question agrees: no spread
+    with pytest.raises(ValueError):
+        questions_needed([1.0], [1.0, 0.0])
 
 
 def _run(tmp_path, name, rows, strategies):
@@ -72,6 +84,7 @@ def test_report_pairs_questions_counts_failures_and_prints_settings(tmp_path):
     # paired differences +0.5, +0.5, -1.0 -> mean 0.000
     assert "### Difference from vanilla_rag" in text and "| mrag | +0.000 [" in text and "n=3" in text
     assert "- mrag: k=2" in text
+    assert "would need for its interval to exclude 0" in text and "| mrag | – |" in text  # mean 0: no size helps
 
 
 def test_categories_in_their_own_order_recall_cut_and_zero_bars_plotted(tmp_path):

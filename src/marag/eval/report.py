@@ -10,7 +10,7 @@ from typing import Any
 
 from marag.eval.attribution import CAUSES, FAILURES, cause_of_record
 from marag.eval.runner import read_results
-from marag.eval.stats import mean_ci, paired_diff_ci
+from marag.eval.stats import mean_ci, paired_diff_ci, questions_needed
 from marag.trace import read_jsonl
 
 # The metric that stands for "quality" in plots, first one a run has.
@@ -149,6 +149,15 @@ def paired_cell(rows: list[dict], base: list[dict], metric: str, with_n: bool = 
     return f"{d:+.3f} [{lo:+.3f}, {hi:+.3f}]{star}" + (f" n={len(qids)}" if with_n else "")
 
 
+def needed_cell(rows: list[dict], base: list[dict], metric: str) -> str:
+    """How many paired questions the observed difference would need to be significant
+    (`questions_needed`), beside how many it had."""
+    a, b = metric_values(rows, metric), metric_values(base, metric)
+    qids = sorted(set(a) & set(b))
+    n = questions_needed([a[q] for q in qids], [b[q] for q in qids]) if qids else None
+    return f"~{n:,} (has {len(qids)})" if n else "–"
+
+
 def quality_tables(groups: dict[str, list[dict]], metrics: list[str], baseline: str | None) -> list[str]:
     parts = ["## Quality", ""]
     header = ["strategy", "n", "failed"] + metrics
@@ -183,6 +192,17 @@ def quality_tables(groups: dict[str, list[dict]], metrics: list[str], baseline: 
             row.append(paired_cell(rs, base, m))
         drows.append(row)
     parts.append(_table(["strategy"] + metrics, drows))
+    # One metric is enough to tell "no difference" from "too few questions": F1 where
+    # there is one (graded, so it separates strategies at smaller n than accuracy).
+    head = next((m for m in ["f1", *HEADLINE] if m in metrics), None)
+    if head and drows:
+        parts += [
+            "",
+            f"Paired questions the {head} difference would need for its interval to exclude 0, at the mean and "
+            "spread seen here (normal approximation; –: no difference):",
+            "",
+            _table(["strategy", head], [[name, needed_cell(rs, base, head)] for name, rs in groups.items() if name != baseline]),
+        ]
     return parts
 
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import math
+from statistics import NormalDist
+
 import numpy as np
 
 
@@ -28,3 +31,19 @@ def paired_diff_ci(
     if len(a) != len(b):
         raise ValueError(f"paired samples differ in length: {len(a)} vs {len(b)}")
     return mean_ci([x - y for x, y in zip(a, b)], n_boot=n_boot, level=level, seed=seed)
+
+
+def questions_needed(a: list[float], b: list[float], level: float = 0.95) -> int | None:
+    """About how many paired questions a difference of this mean and spread needs before
+    its interval excludes 0 (normal approximation: n = (z * sd / mean)^2), so that a
+    report at n=20 can say whether "not significant" means "no difference" or "too few
+    questions". None when the mean difference or its spread is 0 (no size helps, or
+    every question already agrees)."""
+    d = np.asarray([x - y for x, y in zip(a, b, strict=True)], dtype=float)
+    if len(d) < 2:
+        return None
+    mean, sd = float(d.mean()), float(d.std(ddof=1))
+    if mean == 0 or sd == 0:
+        return None
+    z = NormalDist().inv_cdf(1 - (1 - level) / 2)
+    return max(2, math.ceil((z * sd / abs(mean)) ** 2))
