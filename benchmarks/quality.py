@@ -10,8 +10,10 @@ stopped by the question budget (and by the deadline among them), and the failure
 attribution (`marag.eval.attribution`); then the paired difference of each strategy
 from the baseline (bootstrap 95% interval, `*` where it excludes 0) on the questions
 both answered, and about how many paired questions the F1 difference seen would need
-for its interval to exclude 0 (`marag.eval.stats.questions_needed`); then the cost per correct answer. Answers replayed from the LLM cache
-cost nothing; `--costs-from RUN` takes their cost from the run that made them. Markdown, ready for RESULTS.md. Reads only the run directories.
+for its interval to exclude 0 (`marag.eval.stats.questions_needed`); then the cost per
+correct answer. Answers replayed from the LLM cache cost nothing; `--costs-from RUN`
+takes their cost from the run that made them. Markdown, ready for RESULTS.md. Reads
+only the run directories.
 """
 
 from __future__ import annotations

@@ -37,13 +37,13 @@ def questions_needed(a: list[float], b: list[float], level: float = 0.95) -> int
     """About how many paired questions a difference of this mean and spread needs before
     its interval excludes 0 (normal approximation: n = (z * sd / mean)^2), so that a
     report at n=20 can say whether "not significant" means "no difference" or "too few
-    questions". None when the mean difference or its spread is 0 (no size helps, or
-    every question already agrees)."""
+    questions". None when there is no difference (a mean of 0, up to rounding: no size
+    helps) or fewer than 2 questions; 2 when every question differs by the same amount."""
     d = np.asarray([x - y for x, y in zip(a, b, strict=True)], dtype=float)
     if len(d) < 2:
         return None
     mean, sd = float(d.mean()), float(d.std(ddof=1))
-    if mean == 0 or sd == 0:
+    if abs(mean) < 1e-9:
         return None
     z = NormalDist().inv_cdf(1 - (1 - level) / 2)
     return max(2, math.ceil((z * sd / abs(mean)) ** 2))
