@@ -32,7 +32,7 @@ def test_questions_needed_by_hand_and_against_the_bootstrap():
     a, b = [1, 0, 1, 1, 0, 0, 1, 0, 0, 0], [0, 0, 0, 0, 0, 1, 0, 0, 0, 0]
     assert questions_needed(a, b) == 20
     assert paired_diff_ci(a, b)[1] < 0  # 10 questions: not significant
-    assert paired_diff_ci(a * 3, b * 3)[1] > 0  # the same differences on 30 questions are
+    assert paired_diff_ci(a * 3, b * 3)[1] > 0  # the same differences on 30 questions are significant
     assert questions_needed(a, a) is None  # no difference: no number of questions helps
     assert questions_needed([0.1, 0.5, 0.9], [0.0, 0.4, 0.8]) == 2  # every question differs alike
     assert questions_needed([0.3, 0.3, 0.0], [0.2, 0.1, 0.3]) is None  # +.1 +.2 -.3: 0 up to rounding

@@ -137,25 +137,31 @@ def category_order(values) -> list[str]:
     return sorted(values, key=key)
 
 
+def _paired(rows: list[dict], base: list[dict], metric: str) -> tuple[list[float], list[float]]:
+    """The strategy's and the baseline's values of `metric` on the questions both have
+    one for, in question order."""
+    a, b = metric_values(rows, metric), metric_values(base, metric)
+    qids = sorted(set(a) & set(b))
+    return [a[q] for q in qids], [b[q] for q in qids]
+
+
 def paired_cell(rows: list[dict], base: list[dict], metric: str, with_n: bool = True) -> str:
     """Mean of (strategy - baseline) on the questions both have a value for, with its
     95% paired bootstrap interval; `*` where the interval excludes 0."""
-    a, b = metric_values(rows, metric), metric_values(base, metric)
-    qids = sorted(set(a) & set(b))
-    if not qids:
+    a, b = _paired(rows, base, metric)
+    if not a:
         return "–"
-    d, lo, hi = paired_diff_ci([a[q] for q in qids], [b[q] for q in qids])
+    d, lo, hi = paired_diff_ci(a, b)
     star = "*" if lo > 0 or hi < 0 else ""
-    return f"{d:+.3f} [{lo:+.3f}, {hi:+.3f}]{star}" + (f" n={len(qids)}" if with_n else "")
+    return f"{d:+.3f} [{lo:+.3f}, {hi:+.3f}]{star}" + (f" n={len(a)}" if with_n else "")
 
 
 def needed_cell(rows: list[dict], base: list[dict], metric: str) -> str:
     """How many paired questions the observed difference would need to be significant
     (`questions_needed`), beside how many it had."""
-    a, b = metric_values(rows, metric), metric_values(base, metric)
-    qids = sorted(set(a) & set(b))
-    n = questions_needed([a[q] for q in qids], [b[q] for q in qids]) if qids else None
-    return f"~{n:,} (has {len(qids)})" if n else "–"
+    a, b = _paired(rows, base, metric)
+    n = questions_needed(a, b) if a else None
+    return f"~{n:,} (has {len(a)})" if n else "–"
 
 
 def quality_tables(groups: dict[str, list[dict]], metrics: list[str], baseline: str | None) -> list[str]:
