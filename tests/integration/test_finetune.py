@@ -10,9 +10,7 @@ import json
 
 import pytest
 
-from marag.errors import LLMError
 from marag.llm import make_llm
-from marag.llm.llamacpp import default_model_path
 from marag.trace import Trace, activate, step
 
 pytestmark = pytest.mark.integration
@@ -26,17 +24,13 @@ def _example(question: str, answer: str) -> dict:
     ]}  # fmt: skip
 
 
-def test_a_few_lora_steps_give_an_adapter_llama_cpp_applies(tmp_path):
+def test_a_few_lora_steps_give_an_adapter_llama_cpp_applies(tmp_path, smoke_model):
     pytest.importorskip("peft", reason="fine-tuning needs the train extra: pip install torch==2.13.0 'marag[train]'")
-    try:
-        default_model_path()
-    except LLMError as exc:
-        pytest.skip(exc.message)
     from marag.train.finetune import finetune
 
     sft = tmp_path / "sft.jsonl"
     sft.write_text("\n".join(json.dumps(_example(q, a)) for q, a in [("Capital of France?", "Paris"), ("Capital of Italy?", "Rome")]))
-    out = finetune(sft, tmp_path / "lora", steps=3, rank=4, lr=1e-3, batch=2, progress=False)
+    out = finetune(sft, tmp_path / "lora", smoke_model, steps=3, rank=4, lr=1e-3, batch=2, progress=False)
     assert out["examples"] == 2 and out["last_loss"] < out["first_loss"]
     assert (tmp_path / "lora" / "checkpoint-3" / "optimizer.pt").is_file()  # a resumable checkpoint, optimizer included
 
@@ -44,7 +38,7 @@ def test_a_few_lora_steps_give_an_adapter_llama_cpp_applies(tmp_path):
 
     def replies(**kw) -> dict[str, tuple[str, str]]:
         """role -> (model recorded, reply) for one call in each role's step."""
-        llm = make_llm("llamacpp", threads=2, deterministic=True, **kw)
+        llm = make_llm(f"llamacpp:{smoke_model}", threads=2, deterministic=True, **kw)
         trace = Trace()
 
         async def go():

@@ -1,4 +1,4 @@
-"""The real local model (SmolLM2-135M through llama.cpp) answering NQ questions from
+"""The smallest real local model (SmolLM2-135M through llama.cpp) answering NQ questions from
 their gold passage, sequentially, concurrently and through its own HTTP endpoint."""
 
 from __future__ import annotations
@@ -11,7 +11,6 @@ from pydantic import BaseModel, Field
 
 from marag.errors import LLMError
 from marag.llm import LLMResponse, Message, make_llm
-from marag.llm.llamacpp import default_model_path
 
 pytestmark = pytest.mark.integration
 
@@ -23,14 +22,8 @@ class ShortAnswer(BaseModel):
 
 
 @pytest.fixture(scope="session")
-def llm():
-    try:
-        default_model_path()
-    except LLMError as exc:
-        pytest.skip(exc.message)
-    model = make_llm("llamacpp", threads=2)
-    yield model
-    model.close()
+def llm(smoke_llm):
+    return smoke_llm
 
 
 @pytest.fixture(scope="session")
@@ -92,11 +85,11 @@ def test_prompt_longer_than_a_slot_is_a_clear_error(llm):
     assert "n_ctx" in info.value.message and "--n-ctx" in info.value.hint
 
 
-def test_cancelled_request_stops_early_and_frees_its_slot():
+def test_cancelled_request_stops_early_and_frees_its_slot(smoke_model):
     """One slot: a cancelled 3,000-token essay must stop at once, or the next request
     would wait for it (~50 s of generation here; the timeout leaves a 10x margin for a
     busy machine)."""
-    single = make_llm("llamacpp", threads=2, n_parallel=1)
+    single = make_llm(f"llamacpp:{smoke_model}", threads=2, n_parallel=1)
     essay = [Message(role="user", content="Write a very long essay about the history of the sea.")]
 
     async def run():
@@ -140,7 +133,7 @@ def test_structured_replies_are_compact_json(llm, nq):
     assert outside_strings('{"a": "b c", "d":1}') == "{: , :1}"
 
 
-def test_deterministic_mode_repeats_itself(nq):
+def test_deterministic_mode_repeats_itself(nq, smoke_model):
     """Two runs of the same concurrent requests give byte-identical replies (one slot,
     no prompt cache); parallel slots do not promise that."""
 
@@ -149,7 +142,7 @@ def test_deterministic_mode_repeats_itself(nq):
         second = await asyncio.gather(*(model.generate(prompt(row), output=ShortAnswer, max_tokens=64) for row in nq))
         return [r.text for r in first], [r.text for r in second]
 
-    det = make_llm("llamacpp", threads=2, deterministic=True)
+    det = make_llm(f"llamacpp:{smoke_model}", threads=2, deterministic=True)
     try:
         a, b = asyncio.run(twice(det))
     finally:

@@ -11,11 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from marag.errors import LLMError
 from marag.index.pipeline import index_corpus
 from marag.index.store import IndexConfig
-from marag.llm import make_llm
-from marag.llm.llamacpp import default_model_path
 from marag.strategies.mrag import MRAG
 
 pytestmark = pytest.mark.integration
@@ -33,16 +30,8 @@ MAX_LLM_CALLS = BUDGET * (1 + QUERY_TRIES + 2 * PAGES + (PAGES - 1)) + 1
 
 
 @pytest.fixture(scope="module")
-def llm():
-    try:
-        default_model_path()
-    except LLMError as exc:
-        pytest.skip(exc.message)
-    # one thread: on a 2-core machine shared with another busy process, two llama.cpp
-    # threads spin-wait on each other (measured: 33 s instead of 0.5 s for one call)
-    model = make_llm("llamacpp", threads=1)
-    yield model
-    model.close()
+def llm(smoke_llm):
+    return smoke_llm
 
 
 @pytest.fixture(scope="module")

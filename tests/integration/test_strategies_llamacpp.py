@@ -10,11 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from marag.errors import LLMError
 from marag.index.pipeline import index_corpus
 from marag.index.store import IndexConfig
-from marag.llm import make_llm
-from marag.llm.llamacpp import default_model_path
 from marag.strategies import make_strategy
 
 pytestmark = pytest.mark.integration
@@ -23,14 +20,8 @@ QUESTION = "Who is often called the first computer programmer?"
 
 
 @pytest.fixture(scope="module")
-def llm():
-    try:
-        default_model_path()
-    except LLMError as exc:
-        pytest.skip(exc.message)
-    model = make_llm("llamacpp", threads=2)
-    yield model
-    model.close()
+def llm(smoke_llm):
+    return smoke_llm
 
 
 @pytest.fixture(scope="module")

@@ -152,11 +152,13 @@ class Answerer(StyledAnswer, Agent[AnswerInput, AnswerOutput]):
             "You answer questions using only the numbered passages you are given. "
             f"{self.style.instruction} If the passages do not contain the answer, say that you do not know."
         )
-        # Best-ranked passage last, right before the question: small models lean on
-        # what they read most recently (measured with SmolLM2-135M on the sample and NQ:
-        # token F1 0.05 with the best passage first, 0.16 with it last).
+        # Passages in rank order, the best first. Measured with the default model
+        # (Qwen2.5-Coder-1.5B, vanilla_rag k=2, tuning questions): HotpotQA 51-80 accuracy
+        # .200 -> .333 (+.133 [+.033, +.267]) and F1 .259 -> .295 against the best passage
+        # printed last; NQ 101-140 F1 .421 -> .423. (SmolLM2-135M leaned on what it read
+        # last, F1 .05 best-first vs .16 best-last, which is why it was the other way.)
         shown = [p.model_copy(update={"text": p.text[:PASSAGE_MAX_CHARS]}) for p in inp.passages]
-        user = f"Passages:\n\n{numbered_passages(shown, newest_last=True)}\n\nQuestion: {inp.question}\nAnswer as JSON."
+        user = f"Passages:\n\n{numbered_passages(shown)}\n\nQuestion: {inp.question}\nAnswer as JSON."
         return [Message(role="system", content=system), Message(role="user", content=user)]
 
     def fallback(self, inp: AnswerInput, error: StructuredOutputError) -> AnswerOutput:

@@ -1,10 +1,11 @@
 """Documents as agents read them: a retrieved chunk with its text clipped to what a
 prompt can hold, and the packing of many documents into one character budget.
 
-Prompts must fit the model's context (SmolLM2-135M has a 4k-token slot), so collected
-documents are packed into a character budget (`pack_texts`): every document is shown,
-most relevant first, and when they do not fit whole the longest ones are clipped to an
-equal share of the budget.
+Prompts must fit a llama.cpp slot (8192 tokens for the catalogue's Qwen models, 4096 for
+SmolLM2-135M) and every prompt token costs time on a CPU (the default 1.5B model
+evaluates ~60 a second on two cores), so collected documents are packed into a
+character budget (`pack_texts`): every document is shown, most relevant first, and when
+they do not fit whole the longest ones are clipped to an equal share of the budget.
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """The LLM port and its backends.
 
     from marag.llm import make_llm, Message
-    llm = make_llm("llamacpp")                     # in-process llama.cpp, SmolLM2-135M
+    llm = make_llm("llamacpp")                     # in-process llama.cpp, the default model (pulled once)
+    llm = make_llm("qwen2.5-0.5b")                 # a catalogue model by name (`marag models list`)
     llm = make_llm("openai:gpt-4o-mini")           # any OpenAI-compatible endpoint
     r = asyncio.run(llm.generate([Message(role="user", content="...")], output=MyModel))
 

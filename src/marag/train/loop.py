@@ -232,16 +232,17 @@ def _base_name(model: str | None) -> str:
 def same_model(a: LLMConfig, b: LLMConfig) -> bool:
     """Whether two LLM configs run the same model (whatever the runtime settings)."""
     def where(c: LLMConfig) -> str | None:
-        if c.backend == "llamacpp" and c.model_path is None:
-            try:
-                from marag.llm.llamacpp import default_model_path
+        if c.backend != "llamacpp":
+            return None
+        if c.model_path:
+            return str(Path(c.model_path).expanduser().resolve())
+        from marag.llm.models import MODELS, ModelStore
 
-                return str(default_model_path().resolve())
-            except MaragError:
-                return None
-        return str(Path(c.model_path).expanduser().resolve()) if c.model_path else None
+        return str(ModelStore().path(c.model).resolve()) if c.model in MODELS else c.model
 
-    return (a.backend, a.model, a.base_url, where(a)) == (b.backend, b.model, b.base_url, where(b))
+    if a.backend == b.backend == "llamacpp":  # a catalogue name and its file's path are one model
+        return where(a) == where(b)
+    return (a.backend, a.model, a.base_url, a.model_path) == (b.backend, b.model, b.base_url, b.model_path)
 
 
 def _self_judging(cfg: TrainConfig, judge, trajectories: list[dict[str, Any]], configured: bool) -> str | None:

@@ -33,9 +33,12 @@ model offered one, else to end), an empty page ends that query the same way, wit
 ends it at once. Our guards, each off in the paper's mode: `stop_dry_paging` (a page
 that added nothing ends paging of that query), `on_topic_queries` and the rank floor
 `keep_top_ranked` (the top hits of the run's first query stay in what it returns,
-marked `by_rank`, whatever the judge said: a 135M judge is near chance, and the
-retriever's top hits are what a retrieve-then-read baseline reads). Every page, judgement and move, forced or not, is in this
-step's outputs.
+marked `by_rank`, whatever the judge said: the retriever's top hits are what a
+retrieve-then-read baseline reads, and small judges miss gold documents. Measured on
+HotpotQA 51-70, 2 gold and 2 distractor paragraphs each: the default 1.5B model called
+14 of 40 gold paragraphs relevant and 35 of 40 distractors not relevant; SmolLM2-135M
+20 and 20, chance). Every page, judgement and move, forced or not, is in this step's
+outputs.
 """
 
 from __future__ import annotations
