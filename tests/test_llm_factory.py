@@ -102,6 +102,9 @@ def test_json_layout_defaults_to_the_models_own(tmp_path, monkeypatch):
     own = tmp_path / "own.gguf"
     own.write_bytes(b"GGUF")
     assert make_llm(f"llamacpp:{own}").json_layout == "spaced"
+    # cached replies are kept apart by layout (compact keeps its earlier key)
+    assert make_llm("llamacpp").cache_kind() == "llamacpp/spaced"
+    assert make_llm("smollm2-135m").cache_kind() == "llamacpp"
     with pytest.raises(ValueError):
         LLMConfig(json_layout="pretty")
 

@@ -75,6 +75,11 @@ class ChatModel(ABC):
         it (a backend that applies an adapter to some calls only names it on those)."""
         return self.model
 
+    def cache_kind(self) -> str:
+        """The backend part of the cache key: its name, plus whatever else of its own
+        settings decides the replies (a subclass says)."""
+        return self.kind
+
     @abstractmethod
     async def _complete(
         self,
@@ -101,7 +106,7 @@ class ChatModel(ABC):
         schema = output_schema(output, inline=self.inline_refs) if output is not None else None
         key, model = None, self.call_model()
         if self.cache is not None and (temperature <= 0 or self.cache_sampled):
-            key = cache_key(self.kind, model, msgs, schema, temperature, max_tokens, seed)
+            key = cache_key(self.cache_kind(), model, msgs, schema, temperature, max_tokens, seed)
         rec = LLMCall(
             model=model, messages=msgs, response="", schema_name=output.__name__ if output else None, started=round(time.time(), 4)
         )

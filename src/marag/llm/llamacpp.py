@@ -140,6 +140,11 @@ class LlamaCppLLM(ChatModel):
         s = current_step()
         return s is not None and s.agent in self.lora_roles
 
+    def cache_kind(self) -> str:
+        # the layout decides the replies; "compact" keeps the key replies were cached
+        # under before layouts were a setting
+        return self.kind if self.json_layout == "compact" else f"{self.kind}/{self.json_layout}"
+
     def call_model(self) -> str:
         return self.model if self.adapter_applies() else self.base_model
 
