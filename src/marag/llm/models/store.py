@@ -147,8 +147,7 @@ class ModelStore:
             shutil.rmtree(work, ignore_errors=True)
             echo(f"pulled {entry.name}: {dest} (sha256 checked)")
             return dest
-        if work.is_dir() and not any(work.iterdir()):
-            work.rmdir()
+        _prune_empty(work)
         raise ModelPullError(
             f"could not pull {entry.name}: " + "; ".join(failures),
             hint=f"rerun `marag models pull {entry.name}` (it resumes), or download {entry.file} yourself "
@@ -172,6 +171,18 @@ class ModelStore:
                 f"damaged: {size} bytes with sha256 {sha[:16]}..., expected {entry.size} bytes with {entry.sha256[:16]}..."
             )
         return status
+
+
+def _prune_empty(folder: Path) -> None:
+    """Remove `folder` and its subfolders where they hold no file (what a failed pull
+    kept to resume from stays)."""
+    if not folder.is_dir():
+        return
+    for sub in sorted((p for p in folder.rglob("*") if p.is_dir()), key=lambda p: len(p.parts), reverse=True):
+        if not any(sub.iterdir()):
+            sub.rmdir()
+    if not any(folder.iterdir()):
+        folder.rmdir()
 
 
 def resolve_model_file(spec: str | Path | None, store: ModelStore | None = None, echo: Echo = _stderr) -> Path:
