@@ -27,6 +27,8 @@ QUERY_TRIES = 2  # the query writer, asked once more when its query repeats an e
 # per agent call at most: one coordinator call, plus a searcher run of one query, two
 # judgements per page and a move between pages; plus one answer after the budget
 MAX_LLM_CALLS = BUDGET * (1 + QUERY_TRIES + 2 * PAGES + (PAGES - 1)) + 1
+PAPER_MAX_LLM_CALLS = 30
+PAPER_MAX_TOKENS = 8000
 
 
 @pytest.fixture(scope="module")
@@ -45,8 +47,16 @@ def retriever(tmp_path_factory, repo: Path):
 @pytest.mark.parametrize("paper", [False, True])
 def test_mrag_answers_sample_questions_within_budget(llm, retriever, paper):
     cfg = {"max_agent_calls": BUDGET, "searcher_max_steps": PAGES}
-    strategy = MRAG(llm, retriever, {"paper": True, "max_agent_calls": BUDGET} if paper else cfg)
-    answers = [asyncio.run(strategy.run(q)) for q in QUESTIONS]
+    # the paper's searcher pages until its judge stops it and its planner writes long
+    # plans: hard caps on LLM calls and tokens bound the test (SmolLM2's paper-mode run
+    # took 7 minutes without them, 30,000 tokens a question)
+    paper_cfg = {"paper": True, "max_agent_calls": BUDGET, "max_llm_calls": PAPER_MAX_LLM_CALLS,
+                 "max_tokens": PAPER_MAX_TOKENS}  # fmt: skip
+    strategy = MRAG(llm, retriever, paper_cfg if paper else cfg)
+    async def both():  # at once: the shared server has a slot for each
+        return await asyncio.gather(*(strategy.run(q) for q in QUESTIONS))
+
+    answers = asyncio.run(both())
     for a in answers:
         agents = [s.agent for s in a.trace.steps]
         print(
@@ -58,6 +68,9 @@ def test_mrag_answers_sample_questions_within_budget(llm, retriever, paper):
         assert all(s.status != "error" for s in a.trace.steps)
         if paper:  # the paper's coordinator may never search or answer: only the budget is certain
             assert not [s for s in a.trace.steps if s.agent == "guard"]
+            assert a.usage["llm_calls"] <= PAPER_MAX_LLM_CALLS
+            # checked before each call: the last call may overshoot by its own size
+            assert a.usage["prompt_tokens"] + a.usage["completion_tokens"] <= PAPER_MAX_TOKENS + 4096
             continue
         assert a.answer.strip() and "searcher" in agents
         assert a.usage["llm_calls"] <= MAX_LLM_CALLS
