@@ -12,13 +12,33 @@ from typing import Annotated, Optional
 
 import typer
 
+from marag.cli_options import HELP_NAMES, DataDirOpt, LlmBaseUrlOpt, LlmOpt, ThreadsOpt, parse_set, usable_cores
 from marag.errors import MaragError, MaragWarning
 
 app = typer.Typer(
     add_completion=False,
     no_args_is_help=True,
+    context_settings=HELP_NAMES,
     help="Multi-agent retrieval-augmented generation: index documents, answer questions, trace every step.",
 )
+
+
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import version
+
+        typer.echo(f"marag {version('marag')}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Print marag's version and exit.")
+    ] = False,
+) -> None:
+    """Multi-agent retrieval-augmented generation: index documents, answer questions, trace every step."""
+
 
 def _add_subcommands() -> None:
     from marag.models_cli import models_app
@@ -30,12 +50,14 @@ def _add_subcommands() -> None:
 
 _add_subcommands()
 
-DataDirOpt = Annotated[
-    Optional[Path], typer.Option("--data-dir", help="Benchmark data directory (default: $MARAG_DATA or ../shared/data).")
-]
 
 
-def _resolve_docs(docs: str, data_dir: Path | None) -> Path:
+DOCS_HINT = "give a path to a JSONL file, a folder of .txt/.md files, or a dataset folder name inside --data-dir"
+QUESTIONS_HINT = ('give a questions JSONL file, one {"question": ..., "answers": [...]} per line '
+                  "(e.g. samples/questions.jsonl), or a dataset folder name inside --data-dir (`marag datasets`)")  # fmt: skip
+
+
+def _resolve_docs(docs: str, data_dir: Path | None, hint: str = DOCS_HINT) -> Path:
     """A path, or the name of a folder inside the data directory (e.g. hotpotqa_train100)."""
     p = Path(docs)
     if p.exists():
@@ -45,10 +67,12 @@ def _resolve_docs(docs: str, data_dir: Path | None) -> Path:
     root = find_data_dir(data_dir, required=False)
     if root is not None and (root / docs).exists():
         return root / docs
-    raise MaragError(
-        f"no such file or folder: {docs}",
-        hint="give a path to a JSONL file, a folder of .txt/.md files, or a dataset folder name inside --data-dir",
-    )
+    raise MaragError(f"no such file or folder: {docs}", hint=hint)
+
+
+# IndexConfig's fields as `marag index` names them (for errors that name the option to fix)
+INDEX_OPTIONS = {"chunk_size": "--chunk-size", "chunk_overlap": "--chunk-overlap", "retrievers": "--retrievers",
+                 "embedder": "--embedder", "ann": "--ann", "collection_field": "--collection-field", "split": "--split"}  # fmt: skip
 
 
 @app.command()
@@ -63,7 +87,7 @@ def index(
     chunk_overlap: Annotated[int, typer.Option(help="Overlap between chunks in words.")] = 80,
     retrievers: Annotated[str, typer.Option(help="Comma-separated: bm25, dense.")] = "bm25,dense",
     embedder: Annotated[str, typer.Option(help="Embedding model for the dense index.")] = "minilm",
-    ann: Annotated[str, typer.Option(help="Dense search: exact or hnsw (needs marag[faiss]).")] = "exact",
+    ann: Annotated[str, typer.Option(help="Dense search: exact or hnsw (needs marag\\[faiss]).")] = "exact",
     collection_field: Annotated[
         Optional[str], typer.Option(help="Metadata field that splits the corpus into named collections.")
     ] = None,
@@ -82,15 +106,25 @@ def index(
     from marag.index.store import IndexConfig
     from marag.index.uri import backend, close_index
 
-    config = IndexConfig(
-        chunk_size=chunk_size,
-        chunk_overlap=chunk_overlap,
-        retrievers=[r.strip() for r in retrievers.split(",") if r.strip()],
-        embedder=embedder,
-        ann=ann,
-        collection_field=collection_field,
-        split=split,
-    )
+    from pydantic import ValidationError
+
+    from marag.strategies.base import settings_error
+
+    if on_error not in ("fail", "skip"):
+        raise MaragError(f"--on-error must be fail or skip, not {on_error!r}",
+                         hint="--on-error skip leaves malformed lines out and lists them; fail stops at the first")  # fmt: skip
+    try:
+        config = IndexConfig(
+            chunk_size=chunk_size,
+            chunk_overlap=chunk_overlap,
+            retrievers=[r.strip() for r in retrievers.split(",") if r.strip()],
+            embedder=embedder,
+            ann=ann,
+            collection_field=collection_field,
+            split=split,
+        )
+    except ValidationError as exc:
+        raise settings_error("marag index", exc, None, options=INDEX_OPTIONS) from None
     t0 = time.perf_counter()
     idx = index_corpus(
         _resolve_docs(docs, data_dir), out, config, format=format, on_error=on_error, overwrite=overwrite,
@@ -134,10 +168,10 @@ def ask(
     questions_file: Annotated[
         Optional[str], typer.Option("--questions", help="Read questions from a file or dataset folder.")
     ] = None,
-    limit: Annotated[int, typer.Option(help="With --questions: answer only the first N.")] = 0,
-    llm: Annotated[str, typer.Option(help="LLM: llamacpp[:MODEL.gguf], openai:MODEL, scripted.")] = "llamacpp",
-    llm_base_url: Annotated[Optional[str], typer.Option(help="Base URL of an OpenAI-compatible server.")] = None,
-    threads: Annotated[int, typer.Option(help="CPU threads for the local model.")] = 2,
+    limit: Annotated[int, typer.Option(help="With --questions: answer only the first N (0: all of them).")] = 0,
+    llm: LlmOpt = "llamacpp",
+    llm_base_url: LlmBaseUrlOpt = None,
+    threads: ThreadsOpt = usable_cores(),
     n_ctx: Annotated[
         Optional[int],
         typer.Option("--n-ctx", help="Local model: total context in tokens, shared by its 4 slots (16384: 4096 per request)."),
@@ -173,7 +207,7 @@ def ask(
     if questions_file:
         from marag.corpus import load_questions
 
-        loaded = load_questions(_resolve_docs(questions_file, data_dir))
+        loaded = load_questions(_resolve_docs(questions_file, data_dir, QUESTIONS_HINT))
         qs += [q.question for q in (loaded[:limit] if limit else loaded)]
     if not qs:
         raise MaragError("no questions given", hint='marag ask "your question" --index IDX (or --questions FILE)')
@@ -200,7 +234,7 @@ def ask(
     try:
         if idx is not None:
             ret = idx.retriever(retriever)
-        overrides |= dict(_parse_set(s) for s in (set_ or []))
+        overrides |= dict(parse_set(s) for s in (set_ or []))
         if deterministic:
             overrides.setdefault("deadline_s", None)
         model = make_llm(llm_cfg)
@@ -219,16 +253,6 @@ def ask(
             typer.echo(_format_answer(a))
     if not json_out:
         typer.echo(f"trace: {trace_out}")
-
-
-def _parse_set(item: str) -> tuple[str, object]:
-    key, sep, raw = item.partition("=")
-    if not sep or not key:
-        raise MaragError(f"bad --set {item!r}", hint="use KEY=VALUE, e.g. --set k=4")
-    try:
-        return key.strip(), json.loads(raw)
-    except json.JSONDecodeError:
-        return key.strip(), raw
 
 
 def _format_answer(a) -> str:
@@ -287,9 +311,9 @@ def eval_(
         Optional[str],
         typer.Option("--index", "-i", help="Use this index of the dataset's corpus (a directory or an index URI) instead of building one."),
     ] = None,
-    llm: Annotated[str, typer.Option(help="LLM: llamacpp[:MODEL.gguf], openai:MODEL, scripted.")] = "llamacpp",
-    llm_base_url: Annotated[Optional[str], typer.Option(help="Base URL of an OpenAI-compatible server.")] = None,
-    threads: Annotated[int, typer.Option(help="CPU threads for the local model.")] = 2,
+    llm: LlmOpt = "llamacpp",
+    llm_base_url: LlmBaseUrlOpt = None,
+    threads: ThreadsOpt = usable_cores(),
     n_ctx: Annotated[
         Optional[int],
         typer.Option("--n-ctx", help="Local model: total context in tokens, shared by its 4 slots (16384: 4096 per request)."),
@@ -328,7 +352,7 @@ def eval_(
 
     strategy_configs: dict[str, dict] = {}
     for item in set_ or []:
-        key, value = _parse_set(item)
+        key, value = parse_set(item)
         sname, dot, field = key.partition(".")
         if not dot:
             raise MaragError(f"bad --set {item!r}", hint="use STRATEGY.KEY=VALUE, e.g. --set vanilla_rag.k=4")
@@ -396,8 +420,10 @@ def report(
     ] = None,
 ) -> None:
     """Write report.md (+ plots) for one run, or compare several runs side by side."""
-    from marag.eval.report import build_report, comparison_dir
+    from marag.eval.report import Run, build_report, comparison_dir
 
+    for r in runs:
+        Run(r)  # each must be a run before anything is written
     if len(runs) > 1:
         out = comparison_dir(runs, out)  # never into one of the runs compared
     if out:
@@ -453,9 +479,9 @@ def synth(
     spec: Annotated[Optional[Path], typer.Option(help="Category spec (JSON) for the datamorgana style.")] = None,
     min_score: Annotated[int, typer.Option(help="synagent: keep questions the verifier scores at least this (0-5).")] = 4,
     seed: Annotated[int, typer.Option(help="Seed for categories and documents.")] = 0,
-    llm: Annotated[str, typer.Option(help="LLM: llamacpp[:MODEL.gguf], openai:MODEL, scripted.")] = "llamacpp",
-    llm_base_url: Annotated[Optional[str], typer.Option(help="Base URL of an OpenAI-compatible server.")] = None,
-    threads: Annotated[int, typer.Option(help="CPU threads for the local model.")] = 2,
+    llm: LlmOpt = "llamacpp",
+    llm_base_url: LlmBaseUrlOpt = None,
+    threads: ThreadsOpt = usable_cores(),
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
 ) -> None:
     """Generate evaluation questions from an index; then `marag eval OUT --index INDEX`."""
@@ -483,9 +509,9 @@ def serve(
     token_env: Annotated[
         Optional[str], typer.Option(help="Environment variable holding a bearer token every request must send.")
     ] = None,
-    llm: Annotated[str, typer.Option(help="LLM: llamacpp[:MODEL.gguf], openai:MODEL, scripted.")] = "llamacpp",
-    llm_base_url: Annotated[Optional[str], typer.Option(help="Base URL of an OpenAI-compatible server.")] = None,
-    threads: Annotated[int, typer.Option(help="CPU threads for the local model.")] = 2,
+    llm: LlmOpt = "llamacpp",
+    llm_base_url: LlmBaseUrlOpt = None,
+    threads: ThreadsOpt = usable_cores(),
     max_body: Annotated[int, typer.Option(help="Largest request body in bytes.")] = 64_000,
     max_concurrency: Annotated[int, typer.Option(help="Questions answered at once (more wait; past the queue, 429).")] = 4,
     body_timeout: Annotated[
@@ -521,9 +547,30 @@ def serve(
         max_body_bytes=max_body, max_concurrency=max_concurrency, body_timeout_s=body_timeout,
         allowed_hosts=list(LOOPBACK_NAMES) if host in LOOPBACK_NAMES else None,  # a loopback server: no DNS rebinding
     )  # fmt: skip
+    sock = _listening_socket(host, port)  # before saying it serves: a bad or busy port fails here
     signin = "; sign in there with the token" if token else ""
     typer.echo(f"marag serving on http://{host}:{port}/ (API docs at /docs{signin})")
-    uvicorn.run(create_app(settings), host=host, port=port, log_level="warning")
+    uvicorn.Server(uvicorn.Config(create_app(settings), log_level="warning")).run(sockets=[sock])
+
+
+def _listening_socket(host: str, port: int):
+    import socket
+
+    if not 1 <= port <= 65535:
+        raise MaragError(f"--port {port} is not a port number", hint="give one from 1 to 65535, e.g. --port 8321")
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+        sock = socket.socket(family, kind, proto)
+    except OSError as exc:
+        raise MaragError(f"cannot listen on {host}: {exc}", hint="give an address of this machine: --host 127.0.0.1") from None
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind(address)
+    except OSError as exc:
+        sock.close()
+        raise MaragError(f"cannot listen on {host}:{port}: {exc.strerror or exc}",
+                         hint=f"another program may be using the port: try --port {port + 1 if port < 65535 else 8321}")  # fmt: skip
+    return sock
 
 
 def _serve_indexes(values: list[str]) -> tuple[str | None, dict[str, str]]:
@@ -534,6 +581,13 @@ def _serve_indexes(values: list[str]) -> tuple[str | None, dict[str, str]]:
     dirs = [v for v in values if scheme_of(v) == "dir"]
     if len(dirs) > 1:
         raise MaragError("--indexes takes one directory of indexes", hint="put the index directories side by side in one directory")
+    for d in dirs:
+        if not Path(d).is_dir():
+            warnings.warn(f"no folder {d}: the server starts with no indexes from it (build one: marag index DOCS --out {d}/NAME)",
+                          MaragWarning, stacklevel=1)  # fmt: skip
+        elif not any((sub / "manifest.json").is_file() for sub in Path(d).iterdir()):
+            warnings.warn(f"{d} holds no index (no subfolder with a manifest.json): build one with marag index DOCS --out {d}/NAME",
+                          MaragWarning, stacklevel=1)  # fmt: skip
     uris: dict[str, str] = {}
     for v in values:
         if scheme_of(v) != "dir":
@@ -553,20 +607,31 @@ def view(
     """Write a run's viewer pages (run, trajectories, side-by-side questions) as static HTML."""
     from marag.serve.view import write_static
 
+    if not (run / "config.json").is_file():
+        raise MaragError(f"no run at {run}", hint="give a directory written by `marag eval` (runs/<id>; `ls runs` lists them)")
     typer.echo(f"open {write_static(run, out or run / 'view')}")
 
 
 @app.command("strategies")
-def list_strategies() -> None:
-    """List the registered strategies."""
+def list_strategies(
+    all_: Annotated[bool, typer.Option("--all", help="Also list the variants (paper modes, ablations, other k).")] = False,
+) -> None:
+    """The strategies: what each does, its paper, and the LLM calls a question typically takes."""
     from marag.strategies import STRATEGIES
 
-    names = STRATEGIES.names()
+    names = [n for n in STRATEGIES.names() if all_ or STRATEGIES.get(n).variant_of is None]
     width = max(map(len, names), default=0)
     for name in names:
         cls = STRATEGIES.get(name)
-        retrieval = "" if cls.needs_retriever else "  (no retrieval)"
-        typer.echo(f"{name:{width}s}  {cls.description}{retrieval}")
+        low, high = cls.calls
+        calls = f"{low} call" if low == high == 1 else f"{low}-{high} calls" if low != high else f"{low} calls"
+        # the paper, unless the description already names it
+        source = f"  [{cls.paper}]" if cls.paper and cls.variant_of is None and cls.paper.split()[0] not in cls.description else ""
+        retrieval = "" if cls.needs_retriever else ", no retrieval"
+        typer.echo(f"{name:{width}s}  {calls:>11s}{retrieval}  {cls.description}{source}")
+    if not all_:
+        variants = sum(1 for n in STRATEGIES.names() if STRATEGIES.get(n).variant_of is not None)
+        typer.echo(f"({variants} variants: paper modes and ablations, `marag strategies --all`)")
 
 
 def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:

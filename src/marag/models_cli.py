@@ -7,7 +7,9 @@ from typing import Annotated, Optional
 
 import typer
 
-models_app = typer.Typer(no_args_is_help=True, help="The model catalogue: list, pull (sha256-checked), path, verify.")
+from marag.cli_options import HELP_NAMES
+
+models_app = typer.Typer(no_args_is_help=True, context_settings=HELP_NAMES, help="The model catalogue: list, pull (sha256-checked), path, verify.")
 
 QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")]
 

@@ -10,7 +10,9 @@ from typing import Annotated, Optional
 
 import typer
 
-train_app = typer.Typer(no_args_is_help=True, help="Self-training: sample, reward, select, export, fine-tune.")
+from marag.cli_options import HELP_NAMES, DataDirOpt, LlmOpt, SetOpt, parse_set
+
+train_app = typer.Typer(no_args_is_help=True, context_settings=HELP_NAMES, help="Self-training: sample, reward, select, export, fine-tune.")
 
 DirOpt = Annotated[Path, typer.Option("--dir", help="The training directory (settings in train.json).")]
 
@@ -33,22 +35,21 @@ def sample(
     limit: Annotated[int, typer.Option(help="Questions to sample (0 = all after --skip).")] = 20,
     skip: Annotated[int, typer.Option(help="Leave out the first N questions (held apart for evaluation).")] = 0,
     trajectories: Annotated[int, typer.Option(help="Trajectories per question (T).")] = 8,
-    set_: Annotated[Optional[list[str]], typer.Option("--set", help="Strategy setting KEY=VALUE, repeatable.")] = None,
-    llm: Annotated[str, typer.Option(help="LLM spec.")] = "llamacpp",
+    set_: SetOpt = None,
+    llm: LlmOpt = "llamacpp",
     concurrency: Annotated[int, typer.Option(help="Trajectories sampled at once.")] = 4,
     index: Annotated[Optional[Path], typer.Option("--index", "-i", help="Index of a questions file's documents (e.g. the one `marag synth` drew from).")] = None,
-    data_dir: Annotated[Optional[Path], typer.Option("--data-dir", help="Benchmark data directory.")] = None,
+    data_dir: DataDirOpt = None,
 ) -> None:
     """Sample T trajectories per question (trainable roles at 0.7, the answer at 0.1).
     mrag trains its coordinator, planner, searcher, summarizer, reasoner and validator;
     unirag its planner and evidence reflector."""
-    from marag.cli import _parse_set
     from marag.llm import LLMConfig
     from marag.train import TrainConfig
     from marag.train.loop import sample as run
 
     cfg = TrainConfig(dataset=dataset, strategy=strategy, limit=limit or None, skip=skip, trajectories=trajectories,
-                      settings=dict(_parse_set(s) for s in set_ or []), llm=LLMConfig.from_spec(llm), concurrency=concurrency,
+                      settings=dict(parse_set(s) for s in set_ or []), llm=LLMConfig.from_spec(llm), concurrency=concurrency,
                       index_path=str(index.resolve()) if index else None)  # fmt: skip
     typer.echo(f"trajectories: {asyncio.run(run(cfg, directory, data_dir))}")
 

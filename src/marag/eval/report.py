@@ -89,6 +89,21 @@ def _ok(rows: list[dict]) -> list[dict]:
     return [r for r in rows if not r.get("error")]
 
 
+def incomplete_strategies(runs: list[Run], label_run: bool = False) -> dict[str, tuple[int, int]]:
+    """Strategies of each run's config with fewer results than the run's question count
+    (the most any of its strategies has, or its recorded count): name -> (done, total)."""
+    out: dict[str, tuple[int, int]] = {}
+    for run in runs:
+        done = {s: 0 for s in run.config["strategies"]}
+        for r in run.results:
+            done[r["strategy"]] = done.get(r["strategy"], 0) + 1
+        total = max([run.meta.get("questions") or 0, *done.values()])
+        for name, n in done.items():
+            if n < total:
+                out[f"{run.name}:{name}" if label_run else name] = (n, total)
+    return out
+
+
 def common_questions(groups: dict[str, list[dict]]) -> tuple[set[str], dict[str, int]]:
     """The question ids every group has a result for (answered or failed), and per group
     how many of its questions fall outside that set."""
@@ -339,6 +354,7 @@ def build_report(
     groups: dict[str, list[dict]] = {}
     for run in runs:
         groups |= run.groups(label_run)
+    unfinished = incomplete_strategies(runs, label_run)
     common, left_out = common_questions(groups)
     dropped = {r["qid"] for rs in groups.values() for r in rs} - common
     groups = {k: [r for r in v if r["qid"] in common] for k, v in groups.items()}
@@ -354,6 +370,11 @@ def build_report(
         + (f" (questions: {', '.join(sorted(dropped)[:10])}{', ...' if len(dropped) > 10 else ''})" if dropped else "")
         + ". Failed questions count as failures (0). Cells: mean [95% bootstrap interval]."
     )
+    if unfinished:
+        parts.append("")
+        parts.append("**Incomplete** (the run is in progress or was stopped; rerun its command to finish it): "
+                     + ", ".join(f"{name} {done} of {total}" for name, (done, total) in unfinished.items())
+                     + " questions answered; strategies with none are not in the tables.")  # fmt: skip
     if baseline is None:
         names = [n.split(":", 1)[-1] for n in groups]
         baseline = next((g for g, n in zip(groups, names) if n == "vanilla_rag"), next(iter(groups), None))

@@ -186,6 +186,7 @@ def _prepare_run_dir(cfg: EvalConfig, run_dir: Path, facts: dict[str, Any]) -> N
         old_limit = old["config"].get("limit")
         if old_limit is not None and (cfg.limit is None or cfg.limit > old_limit):  # a larger limit extends
             old["config"]["limit"] = cfg.limit
+            old["questions"] = facts["questions"]
             _write_json(cfg_path, old)
         return
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -316,6 +317,7 @@ async def run_eval(
         else None,
         "dataset": {"name": ds.name, "pool": ds.pool, "pool_note": ds.pool_note, "answer_style": ds.answer_style},
         "strategy_settings": effective,
+        "questions": len(questions),  # per strategy: a report can tell an unfinished run
     }
     _prepare_run_dir(cfg, run_dir, facts)
     results_path, traces_path = run_dir / "results.jsonl", run_dir / "traces.jsonl"
@@ -326,6 +328,8 @@ async def run_eval(
     total = len(cfg.strategies) * len(questions)
     if progress and total > len(todo):
         print(f"resuming {run_dir}: {total - len(todo)} of {total} answers done, {len(todo)} to go", file=sys.stderr)
+    if progress and todo:
+        print(plan_line(cfg, questions, todo), file=sys.stderr)
 
     retriever, doc_collections = prepare_retrieval(cfg, ds, index_cache, progress) if todo else (None, None)
     strategies = {s: make_strategy(s, llm, retriever, settings[s]) for s in cfg.strategies} if todo and executor == "local" else {}
@@ -376,6 +380,17 @@ async def run_eval(
         if todo:
             thaw()  # what the run loaded and dropped is freed by the next full collection
     return run_dir
+
+
+def plan_line(cfg: EvalConfig, questions: list[Question], todo: list[tuple[str, Question]]) -> str:
+    """What a run is about to do, said before it starts: answers to make and about how
+    many LLM calls they take (each strategy's typical calls per question, measured)."""
+    low = sum(STRATEGIES.get(s).calls[0] for s, _ in todo)
+    high = sum(STRATEGIES.get(s).calls[1] for s, _ in todo)
+    calls = f"{low:,}" if low == high else f"{low:,}-{high:,}"
+    hint = "" if cfg.limit else " (all of them: --limit N answers only the first N)"
+    return (f"answering {len(questions)} questions{hint} x {len(cfg.strategies)} strategies: {len(todo)} answers to make, "
+            f"about {calls} LLM calls")  # fmt: skip
 
 
 def prepare_retrieval(cfg: EvalConfig, ds: Dataset, index_cache: Path, progress: bool = False):

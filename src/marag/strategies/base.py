@@ -73,7 +73,7 @@ class StrategyConfig(BaseModel):
     `marag.llm.budget`): whichever of calls, tokens and seconds runs out first stops the
     work, and the strategy answers from what it has. The defaults leave ordinary runs
     alone (mRAG made 15-30 calls a question with SmolLM2-135M, about 12 with the default
-1.5B model on hard HotpotQA questions) and stop runaway ones."""
+    1.5B model on hard HotpotQA questions) and stop runaway ones."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -137,6 +137,11 @@ class Strategy:
     # config values this strategy uses unless the caller sets them (a variant's identity,
     # e.g. an ablation); see `register_variant`
     defaults: ClassVar[dict[str, Any]] = {}
+    paper: ClassVar[str] = ""  # where the method comes from, for listings
+    # LLM calls a question typically takes (low, high), as measured here with default
+    # settings: `marag strategies` shows it and `marag eval` estimates a run's calls by it
+    calls: ClassVar[tuple[int, int]] = (1, 1)
+    variant_of: ClassVar[str | None] = None  # set by `register_variant`
 
     def __init__(self, llm: LLM, retriever: Retriever | None = None, config: StrategyConfig | dict | None = None):
         if self.needs_retriever and retriever is None:
@@ -202,25 +207,32 @@ class Strategy:
         )
 
 
-def settings_error(owner: str, exc: ValidationError, model: type[BaseModel] | None):
+def settings_error(owner: str, exc: ValidationError, model: type[BaseModel] | None, options: dict[str, str] | None = None):
     """A one-line error for the first problem in a pydantic validation error (with the
-    valid keys of `model` for an unknown key)."""
+    valid keys of `model` for an unknown key). `options`: the command-line option of
+    each field, named in the hint instead of `--set KEY=...`."""
     from marag.errors import MaragError
 
     err = exc.errors()[0]
-    key = ".".join(str(p) for p in err.get("loc", ())) or "(settings)"
+    key = ".".join(str(p) for p in err.get("loc", ()))
     if err.get("type") == "extra_forbidden":
         known = ", ".join(sorted(model.model_fields)) if model else "see the documentation"
         return MaragError(f"{owner} has no setting {key!r}", hint=f"valid keys: {known}")
-    value = err.get("input")
     msg = err.get("msg", "invalid").removeprefix("Value error, ")
-    return MaragError(f"{owner}: {key}={value!r} is not allowed: {msg}", hint=f"fix --set {key}=...")
+    if not key:  # a check across several settings
+        named = [o for f, o in (options or {}).items() if f in msg]
+        return MaragError(f"{owner}: {msg}", hint=f"change {' or '.join(named)}" if named else "change the settings it names")
+    fix = (options or {}).get(key.split(".")[0])
+    return MaragError(f"{owner}: {key}={err.get('input')!r} is not allowed: {msg}", hint=f"change {fix}" if fix else f"fix --set {key}=...")
 
 
-def register_variant(base: type[Strategy], name: str, description: str, **defaults: Any) -> type[Strategy]:
+def register_variant(base: type[Strategy], name: str, description: str, *, calls: tuple[int, int] | None = None,
+                     **defaults: Any) -> type[Strategy]:  # fmt: skip
     """Register `base` under another name with other config defaults (an ablation or a
     paper-only mode): one evaluation can run both and its tables tell them apart."""
-    cls = type(base.__name__ + "_" + name, (base,), {"name": name, "description": description, "defaults": {**base.defaults, **defaults}})
+    cls = type(base.__name__ + "_" + name, (base,),
+               {"name": name, "description": description, "defaults": {**base.defaults, **defaults}, "variant_of": base.name,
+                "calls": calls or base.calls})  # fmt: skip
     STRATEGIES.register(name)(cls)
     return cls
 

@@ -23,6 +23,7 @@ class LLMOnly(Strategy):
     """Closed book: the model answers from its own knowledge, no retrieval."""
 
     name = "llm_only"
+    paper = "baseline"
     description = "No retrieval: the LLM answers from its own knowledge."
     needs_retriever = False
     Config = LLMOnlyConfig
@@ -45,6 +46,7 @@ class CoT(Strategy):
     (RopMura's baseline without retrieval)."""
 
     name = "cot"
+    paper = "baseline (RopMura's closed-book chain of thought)"
     description = "No retrieval: the LLM reasons step by step from its own knowledge, then answers."
     needs_retriever = False
     Config = CoTConfig
@@ -66,6 +68,7 @@ class VanillaRAG(Strategy):
     """Retrieve k passages once, then answer from them; the passages are the sources."""
 
     name = "vanilla_rag"
+    paper = "baseline (retrieve-then-read, mRAG's k=2)"
     description = "Retrieve k passages (default 2), answer from them, cite them."
     Config = VanillaRAGConfig
 

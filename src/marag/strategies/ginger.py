@@ -163,6 +163,8 @@ class GingerConfig(PaperSwitch, AnsweringConfig):
 @STRATEGIES.register("ginger")
 class Ginger(Strategy):
     name = "ginger"
+    paper = "Łajewska et al., UiS-IAI@LiveRAG 2025 (GINGER)"
+    calls = (40, 45)
     description = "Rewrite, hybrid retrieval + RRF, point/pairwise rerank, nuggets, facets, grounded summaries (Łajewska et al.)."
     Config = GingerConfig
 

@@ -44,6 +44,8 @@ class IRCoTConfig(AnsweringConfig):
 @STRATEGIES.register("ircot")
 class IRCoT(Strategy):
     name = "ircot"
+    paper = "Trivedi et al. 2023 (IRCoT)"
+    calls = (1, 5)
     description = "Retrieval interleaved with chain-of-thought: each reasoning sentence is the next query (Trivedi et al. 2023)."
     Config = IRCoTConfig
 

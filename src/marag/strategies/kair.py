@@ -141,6 +141,8 @@ def packed(hits: list[Hit], chars: int | None) -> list[tuple[Hit, Doc]]:
 @STRATEGIES.register("kair")
 class KAIR(Strategy):
     name = "kair"
+    paper = "Knowledge-Aware Iterative Retrieval for Multi-Agent Systems (2025)"
+    calls = (5, 8)
     description = "Knowledge-aware iterative retrieval: known/required state, gap-driven queries, refined context, then a generator."
     Config = KAIRConfig
 
@@ -403,7 +405,7 @@ class KAIR(Strategy):
         return await self._score(question, st) >= self.config.moderator_threshold
 
 
-register_variant(KAIR, "kair_2", "KAIR with 2 competing agents.", agents=2)
-register_variant(KAIR, "kair_3", "KAIR with 3 competing agents.", agents=3)
+register_variant(KAIR, "kair_2", "KAIR with 2 competing agents.", agents=2, calls=(10, 16))
+register_variant(KAIR, "kair_3", "KAIR with 3 competing agents.", agents=3, calls=(15, 24))
 register_variant(KAIR, "kair_collab", "KAIR with 3 collaborating agents on one blackboard.", agents=3, mode="collaboration")
 register_variant(KAIR, "kair_paper", "KAIR with only the paper's behaviour (paper=true: no support check, search memory, gap query or agent angles).", paper=True)

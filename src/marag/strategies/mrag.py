@@ -240,6 +240,8 @@ class _State:
 @STRATEGIES.register("mrag")
 class MRAG(Strategy):
     name = "mrag"
+    paper = "Salemi et al., CIIR@LiveRAG 2025 (mRAG)"
+    calls = (12, 25)
     description = (
         "Coordinator + planner/searcher/summarizer/reasoner/validator/answerer/reviser/finisher (Salemi et al. 2025)."
     )

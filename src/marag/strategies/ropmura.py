@@ -121,6 +121,8 @@ class _Round:
 @STRATEGIES.register("ropmura")
 class RopMura(Strategy):
     name = "ropmura"
+    paper = "Wu et al. (RopMura, Talk to Right Specialists)"
+    calls = (5, 11)
     description = "Knowledge agents over separate collections, centroid routing, graded answers, multi-hop planner (Wu et al.)."
     Config = RopMuraConfig
 

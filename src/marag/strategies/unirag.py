@@ -156,6 +156,8 @@ def _words(text: str) -> str:
 @STRATEGIES.register("unirag")
 class UniRAG(Strategy):
     name = "unirag"
+    paper = "Pham et al. 2025 (Agent-UniRAG)"
+    calls = (4, 8)
     description = "One ReAct agent: thought, search, evidence reflector, working memory, search budget (Pham et al. 2025)."
     Config = UniRAGConfig
 

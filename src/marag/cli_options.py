@@ -1,0 +1,49 @@
+"""What the commands of `marag` (cli.py, models_cli.py, train_cli.py) share: the LLM
+options, `--set KEY=VALUE` parsing and `--data-dir`. Help texts go through Rich, so a
+literal `[` is written `\\[`."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from marag.errors import MaragError
+
+
+HELP_NAMES = {"help_option_names": ["-h", "--help"]}  # every command and subcommand takes -h
+
+
+def usable_cores() -> int:
+    """The CPU cores this process may run on (its affinity, not the machine's count)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return max(1, os.cpu_count() or 1)
+
+
+LLM_HELP = (
+    "LLM: a catalogue model (default qwen2.5-1.5b; `marag models list`), llamacpp:FILE.gguf, "
+    "openai:MODEL (with --llm-base-url for other servers), or scripted (no model: placeholder replies)."
+)
+LlmOpt = Annotated[str, typer.Option(help=LLM_HELP)]
+LlmBaseUrlOpt = Annotated[Optional[str], typer.Option(help="Base URL of an OpenAI-compatible server (vLLM, llama.cpp server, Ollama).")]
+ThreadsOpt = Annotated[int, typer.Option(help="CPU threads for the local model (default: the cores this process may use).")]
+DataDirOpt = Annotated[
+    Optional[Path], typer.Option("--data-dir", help="Benchmark data directory (default: $MARAG_DATA or ../shared/data).")
+]
+SetOpt = Annotated[Optional[list[str]], typer.Option("--set", help="Strategy setting KEY=VALUE (JSON value), repeatable.")]
+
+
+def parse_set(item: str) -> tuple[str, object]:
+    """`KEY=VALUE` from `--set`: the value as JSON when it parses, else the text."""
+    key, sep, raw = item.partition("=")
+    if not sep or not key:
+        raise MaragError(f"bad --set {item!r}", hint="use KEY=VALUE, e.g. --set k=4")
+    try:
+        return key.strip(), json.loads(raw)
+    except json.JSONDecodeError:
+        return key.strip(), raw
