@@ -42,6 +42,16 @@ def marag(monkeypatch, capsys):
     return run
 
 
+@pytest.fixture
+def cli_index(tmp_path, repo, marag) -> Path:
+    """The sample corpus indexed (BM25) through `marag index`, as a user builds it."""
+    out = tmp_path / "idx"
+    code, stdout, err = marag("index", str(repo / "samples/corpus"), "--out", str(out), "--retrievers", "bm25", "--quiet")
+    assert code == 0, err
+    assert "indexed 12 documents" in stdout
+    return out
+
+
 MILVUS_HINT = "the Milvus backend needs pymilvus and milvus-lite (pip install 'marag[milvus]'; in marag[dev])"
 
 

@@ -11,13 +11,8 @@ import pytest
 
 
 @pytest.fixture
-def sample_index(tmp_path, repo, marag) -> Path:
-    out = tmp_path / "idx"
-    code, stdout, _ = marag("index", str(repo / "samples/corpus"), "--out", str(out),
-                          "--retrievers", "bm25", "--quiet")
-    assert code == 0, stdout
-    assert "indexed 12 documents" in stdout
-    return out
+def sample_index(cli_index) -> Path:
+    return cli_index
 
 
 def test_strategies_lists_baselines(marag):

@@ -14,11 +14,8 @@ from marag.errors import MaragWarning
 
 
 @pytest.fixture
-def sample_index(tmp_path, repo, marag) -> Path:
-    out = tmp_path / "idx"
-    code, stdout, _ = marag("index", str(repo / "samples/corpus"), "--out", str(out), "--retrievers", "bm25", "--quiet")
-    assert code == 0, stdout
-    return out
+def sample_index(cli_index) -> Path:
+    return cli_index
 
 
 def flat(help_text: str) -> str:

@@ -14,11 +14,8 @@ import pytest
 
 
 @pytest.fixture
-def sample_index(tmp_path, repo, marag) -> Path:
-    out = tmp_path / "idx"
-    code, stdout, err = marag("index", str(repo / "samples/corpus"), "--out", str(out), "--retrievers", "bm25", "-q")
-    assert code == 0, err
-    return out
+def sample_index(cli_index) -> Path:
+    return cli_index
 
 
 @pytest.mark.parametrize(
