@@ -29,7 +29,7 @@ LLM_HELP = (
     "LLM: a catalogue model (default qwen2.5-1.5b; `marag models list`), llamacpp:FILE.gguf, "
     "openai:MODEL (with --llm-base-url for other servers), or scripted (no model: placeholder replies)."
 )
-LlmOpt = Annotated[str, typer.Option(help=LLM_HELP)]
+LlmOpt = Annotated[str, typer.Option(help=LLM_HELP, envvar="MARAG_LLM")]  # $MARAG_LLM: your own default
 LlmBaseUrlOpt = Annotated[Optional[str], typer.Option(help="Base URL of an OpenAI-compatible server (vLLM, llama.cpp server, Ollama).")]
 ThreadsOpt = Annotated[int, typer.Option(help="CPU threads for the local model (default: the cores this process may use).")]
 DataDirOpt = Annotated[

@@ -107,18 +107,18 @@ class RequestBody(BaseModel):
 
 
 class AskRequest(RequestBody):
-    question: str = Field(min_length=1)
-    strategy: str = "vanilla_rag"
-    index: str | None = None
-    options: dict[str, Any] = Field(default_factory=dict)
+    question: str = Field(min_length=1, description="The question.")
+    strategy: str = Field(default="vanilla_rag", description="A strategy name (GET /strategies).")
+    index: str | None = Field(default=None, description="An index name (GET /indexes); none: the only one served.")
+    options: dict[str, Any] = Field(default_factory=dict, description="The strategy's settings, as `--set` gives them to `marag ask`.")
 
 
 class RunRequest(RequestBody):
-    dataset: str
-    strategies: list[str] = Field(min_length=1, max_length=10)
-    limit: int = Field(default=10, ge=1, le=1000)
-    options: dict[str, dict[str, Any]] = Field(default_factory=dict)  # strategy -> its settings
-    metrics: list[str] | None = Field(default=None, max_length=30)
+    dataset: str = Field(description="A registered dataset whose data the server has (`marag datasets`).")
+    strategies: list[str] = Field(min_length=1, max_length=10, description="Strategy names.")
+    limit: int = Field(default=10, ge=1, le=1000, description="The first N questions.")
+    options: dict[str, dict[str, Any]] = Field(default_factory=dict, description="Per strategy, its settings.")
+    metrics: list[str] | None = Field(default=None, max_length=30, description="Metric names (default: the dataset's).")
 
 
 def _problems(errors: list[dict[str, Any]]) -> str:
@@ -277,21 +277,26 @@ def create_app(settings: ServeSettings, llm=None):
     # -- API ------------------------------------------------------------------------------------
     @app.get("/health")
     async def health():
+        """Liveness and marag's version; needs no token."""
         import marag
 
         return {"status": "ok", "version": marag.__version__}
 
     @app.get("/strategies")
     async def strategies():
+        """The registered strategies: name, description, whether it needs an index."""
         return [{"name": n, "description": STRATEGIES.get(n).description, "needs_retriever": STRATEGIES.get(n).needs_retriever}
                 for n in STRATEGIES.names()]  # fmt: skip
 
     @app.get("/indexes")
     async def indexes():
+        """The names of the indexes this server answers from (`index` in POST /ask)."""
         return available_indexes()
 
     @app.post("/ask")
     async def ask(req: AskRequest):
+        """Answer one question with a strategy. With no `index`, the only index served is used
+        (with several, 400 names them). Returns the answer, its sources, usage and the trace id."""
         if not req.question.strip():
             raise MaragError("the question is empty")
         if len(req.question) > settings.max_question_chars:
@@ -320,6 +325,7 @@ def create_app(settings: ServeSettings, llm=None):
 
     @app.get("/traces/{trace_id}")
     async def get_trace(trace_id: str):
+        """One question's trace (every step, LLM call and search), from an answer or a run."""
         return find_trace(trace_id)[1]
 
     def find_trace(trace_id: str) -> tuple[str | None, dict[str, Any]]:
@@ -336,6 +342,8 @@ def create_app(settings: ServeSettings, llm=None):
 
     @app.post("/runs")
     async def start_run(req: RunRequest):
+        """Start an evaluation (`marag eval` on the server): its run id, status running;
+        follow it at /runs/{run_id}/events. Past the runs allowed at once (two), 429."""
         from marag.eval.report import build_report
         from marag.eval.runner import run_eval
         from marag.serve.jobs import eval_config
@@ -356,11 +364,13 @@ def create_app(settings: ServeSettings, llm=None):
 
     @app.get("/runs")
     async def list_runs():
+        """The runs in the runs folder: id, dataset, strategies."""
         return [{"run_id": rid, "dataset": m["config"]["dataset"], "strategies": m["config"]["strategies"],
                  "status": job.status if (job := jobs.get(rid)) else "stored"} for rid, m in store.runs()]  # fmt: skip
 
     @app.get("/runs/{run_id}")
     async def get_run(run_id: str):
+        """A run's config, per-strategy summary and progress."""
         from marag.eval.report import Run, summary_rows
 
         check(run_id, RUN_ID, "run id")
@@ -378,6 +388,7 @@ def create_app(settings: ServeSettings, llm=None):
 
     @app.get("/runs/{run_id}/events")
     async def run_events(run_id: str):
+        """Server-sent events: one per answer written, then the final state."""
         import json
 
         check(run_id, RUN_ID, "run id")
@@ -398,6 +409,7 @@ def create_app(settings: ServeSettings, llm=None):
 
     @app.get("/runs/{run_id}/files/{name}")
     async def run_file(run_id: str, name: str):
+        """A file of a run: report.md, results.jsonl, traces.jsonl or a plot."""
         return FileResponse(store.file(run_id, name))
 
     # -- viewer pages -----------------------------------------------------------------------------
