@@ -21,7 +21,7 @@ import os
 import time
 
 from marag.eval.datasets import load_dataset
-from marag.eval.runner import EvalConfig, prepare_retrieval
+from marag.eval.answering import EvalConfig, prepare_retrieval
 from marag.llm import make_llm
 from marag.llm.llamacpp import LlamaCppLLM
 from marag.strategies import make_strategy, run_many

@@ -138,7 +138,7 @@ def test_changed_config_does_not_mix_into_an_old_run(hotpot, tmp_path):
 
 
 def test_fingerprint_covers_what_changes_answers_and_the_code(monkeypatch):
-    from marag.eval import runner
+    from marag.eval import answering
     from marag.llm import LLMConfig
 
     base = config()
@@ -148,7 +148,7 @@ def test_fingerprint_covers_what_changes_answers_and_the_code(monkeypatch):
     assert config(llm=LLMConfig(model_path="/m/other.gguf")).fingerprint() != base.fingerprint()
     assert config(seed=1).fingerprint() != base.fingerprint()
     before = base.fingerprint()
-    monkeypatch.setattr(runner, "code_version", lambda: "0.1.0+othercode")
+    monkeypatch.setattr(answering, "code_version", lambda: "0.1.0+othercode")
     assert base.fingerprint() != before  # other code, other run
 
 

@@ -345,7 +345,7 @@ def eval_(
     if executor not in (None, "local", "ray"):
         raise MaragError(f"unknown executor {executor!r}", hint="choose local or ray")
     runtime = {"executor": executor, "ray_address": ray_address}  # None: the run file's (local without one)
-    from marag.eval.runner import DEFAULT_METRICS, EvalConfig
+    from marag.eval.answering import DEFAULT_METRICS, EvalConfig
     from marag.index.store import IndexConfig
     from marag.index.uri import opened_index
     from marag.llm import LLMConfig

@@ -2,7 +2,7 @@
 
 Each Ray worker (an actor) loads the dataset, the model and the index once, then
 answers and scores the (strategy, question) pairs it is sent with the same code as the
-local executor (`runner.answer_one`). The driver writes every record and trace as it
+local executor (`answering.answer_one`). The driver writes every record and trace as it
 arrives, so results, resume and progress are those of a local run. Without an address
 Ray starts a local instance (offline, ~2 s); with one it joins that cluster, whose
 workers must have marag, the model and the data directory at the same paths. With an
@@ -148,7 +148,7 @@ def _worker_class():
     class EvalWorker:
         def __init__(self, cfg_json: str, data_dir: str | None, index_cache: str):
             from marag.eval.datasets import load_dataset
-            from marag.eval.runner import EvalConfig, prepare_retrieval, strategy_settings
+            from marag.eval.answering import EvalConfig, prepare_retrieval, strategy_settings
             from marag.llm import make_llm
             from marag.strategies import make_strategy
 
@@ -164,7 +164,7 @@ def _worker_class():
             self.loop = asyncio.new_event_loop()
 
         def answer(self, sname: str, qid: str) -> tuple[dict[str, Any], str | None]:
-            from marag.eval.runner import answer_one
+            from marag.eval.answering import answer_one
 
             q = self.questions[qid]
             record, trace = self.loop.run_until_complete(

@@ -74,7 +74,7 @@ def validated(model: type[BaseModel], data: dict[str, Any], path: str | Path) ->
 
 
 def eval_config(path: str | Path):
-    from marag.eval.runner import EvalConfig
+    from marag.eval.answering import EvalConfig
 
     data = read_table(path)
     if isinstance(data.get("index_path"), str) and "index" not in data:

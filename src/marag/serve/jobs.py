@@ -124,7 +124,7 @@ def eval_config(dataset: str, strategies: list[str], limit: int, options: dict[s
     Judged metrics are run as judged metrics (by the server's model)."""
     from marag.eval.datasets import DATASETS
     from marag.eval.metrics import METRICS
-    from marag.eval.runner import DEFAULT_METRICS, EvalConfig, validate_names
+    from marag.eval.answering import DEFAULT_METRICS, EvalConfig, validate_names
     from marag.strategies import STRATEGIES
 
     spec = DATASETS.get(dataset)

@@ -152,7 +152,7 @@ def prepare(cfg: TrainConfig, directory: Path) -> None:
 async def sample(cfg: TrainConfig, directory: Path, data_dir=None, retriever=None, llm=None, progress: bool = True) -> Path:
     from tqdm.auto import tqdm
 
-    from marag.eval.runner import EvalConfig, prepare_retrieval
+    from marag.eval.answering import EvalConfig, prepare_retrieval
 
     ds = load_dataset(cfg.dataset, data_dir)
     cls = STRATEGIES.get(cfg.strategy)
