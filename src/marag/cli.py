@@ -12,7 +12,21 @@ from typing import Annotated, Optional
 
 import typer
 
-from marag.cli_options import HELP_NAMES, DataDirOpt, LlmBaseUrlOpt, LlmOpt, ThreadsOpt, parse_set, usable_cores
+from marag.cli_options import (
+    HELP_NAMES,
+    CacheDirOpt,
+    ConcurrencyOpt,
+    DataDirOpt,
+    DeterministicOpt,
+    LlmBaseUrlOpt,
+    LlmOpt,
+    LoraOpt,
+    LoraRolesOpt,
+    NCtxOpt,
+    ThreadsOpt,
+    parse_set,
+    usable_cores,
+)
 from marag.errors import MaragError, MaragWarning
 
 app = typer.Typer(
@@ -49,7 +63,6 @@ def _add_subcommands() -> None:
 
 
 _add_subcommands()
-
 
 
 DOCS_HINT = "give a path to a JSONL file, a folder of .txt/.md files, or a dataset folder name inside --data-dir"
@@ -172,27 +185,17 @@ def ask(
     llm: LlmOpt = "llamacpp",
     llm_base_url: LlmBaseUrlOpt = None,
     threads: ThreadsOpt = usable_cores(),
-    n_ctx: Annotated[
-        Optional[int],
-        typer.Option("--n-ctx", help="Local model: total context in tokens, shared by its 4 slots (16384: 4096 per request)."),
-    ] = None,
-    lora: Annotated[
-        Optional[Path], typer.Option(help="Local model: a LoRA adapter GGUF applied to it (from `marag train finetune`).")
-    ] = None,
-    lora_roles: Annotated[
-        Optional[str],
-        typer.Option(help="Roles whose calls carry the --lora adapter, comma-separated, or 'all' (default: the roles it was trained for, from its adapter.json; the answerer stays on the base weights)."),
-    ] = None,
-    concurrency: Annotated[int, typer.Option(help="Questions answered at once.")] = 4,
-    cache_dir: Annotated[Optional[Path], typer.Option(help="Cache LLM responses in this directory.")] = None,
+    n_ctx: NCtxOpt = None,
+    lora: LoraOpt = None,
+    lora_roles: LoraRolesOpt = None,
+    concurrency: ConcurrencyOpt = 4,
+    cache_dir: CacheDirOpt = None,
     trace_out: Annotated[Optional[Path], typer.Option(help="Trace JSONL file (default: .marag/traces/ask-TIME.jsonl).")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object per answer.")] = False,
     config: Annotated[
         Optional[Path], typer.Option("--config", help="A run file (TOML): strategy, index, retriever, settings, llm.")
     ] = None,
-    deterministic: Annotated[
-        bool, typer.Option(help="Identical answers in every run with the local model (one slot, no prompt cache, no deadline).")
-    ] = False,
+    deterministic: DeterministicOpt = False,
     data_dir: DataDirOpt = None,
 ) -> None:
     """Answer questions with a strategy; print answers, sources and where the trace went."""
@@ -314,26 +317,15 @@ def eval_(
     llm: LlmOpt = "llamacpp",
     llm_base_url: LlmBaseUrlOpt = None,
     threads: ThreadsOpt = usable_cores(),
-    n_ctx: Annotated[
-        Optional[int],
-        typer.Option("--n-ctx", help="Local model: total context in tokens, shared by its 4 slots (16384: 4096 per request)."),
-    ] = None,
-    lora: Annotated[
-        Optional[Path], typer.Option(help="Local model: a LoRA adapter GGUF applied to it (from `marag train finetune`).")
-    ] = None,
-    lora_roles: Annotated[
-        Optional[str],
-        typer.Option(help="Roles whose calls carry the --lora adapter, comma-separated, or 'all' (default: the roles it was trained for, from its adapter.json; the answerer stays on the base weights)."),
-    ] = None,
-    concurrency: Annotated[int, typer.Option(help="Questions answered at once.")] = 4,
-    cache_dir: Annotated[Optional[Path], typer.Option(help="Cache LLM responses in this directory.")] = None,
+    n_ctx: NCtxOpt = None,
+    lora: LoraOpt = None,
+    lora_roles: LoraRolesOpt = None,
+    concurrency: ConcurrencyOpt = 4,
+    cache_dir: CacheDirOpt = None,
     run_id: Annotated[Optional[str], typer.Option(help="Run directory name under --runs (default: derived from the config, so reruns resume).")] = None,
     runs: Annotated[Path, typer.Option(help="Where run directories go.")] = Path("runs"),
     seed: Annotated[int, typer.Option(help="Seed for judges and sampling.")] = 0,
-    deterministic: Annotated[
-        bool,
-        typer.Option(help="Identical answers in every run with the local model (one slot, no prompt cache, no deadline; slower)."),
-    ] = False,
+    deterministic: DeterministicOpt = False,
     executor: Annotated[
         Optional[str], typer.Option(help="local (asyncio, one process) or ray (a Ray cluster; local when no address). Default: local, or the run file's.")
     ] = None,

@@ -32,6 +32,20 @@ LLM_HELP = (
 LlmOpt = Annotated[str, typer.Option(help=LLM_HELP, envvar="MARAG_LLM")]  # $MARAG_LLM: your own default
 LlmBaseUrlOpt = Annotated[Optional[str], typer.Option(help="Base URL of an OpenAI-compatible server (vLLM, llama.cpp server, Ollama).")]
 ThreadsOpt = Annotated[int, typer.Option(help="CPU threads for the local model (default: the cores this process may use).")]
+NCtxOpt = Annotated[
+    Optional[int],
+    typer.Option("--n-ctx", help="Local model: total context in tokens, shared by its 4 slots (default: the model's context a slot x 4; 8192 a slot for the Qwen models)."),
+]
+LoraOpt = Annotated[Optional[Path], typer.Option(help="Local model: a LoRA adapter GGUF applied to it (from `marag train finetune`).")]
+LoraRolesOpt = Annotated[
+    Optional[str],
+    typer.Option(help="Roles whose calls carry the --lora adapter, comma-separated, or 'all' (default: the roles it was trained for, from its adapter.json; the answerer stays on the base weights)."),
+]
+ConcurrencyOpt = Annotated[int, typer.Option(help="Questions answered at once.")]
+CacheDirOpt = Annotated[Optional[Path], typer.Option(help="Cache LLM responses in this directory (an unchanged request is not asked again).")]
+DeterministicOpt = Annotated[
+    bool, typer.Option(help="Identical answers in every run with the local model (one slot, no prompt cache, no deadline; slower).")
+]
 DataDirOpt = Annotated[
     Optional[Path], typer.Option("--data-dir", help="Benchmark data directory (default: $MARAG_DATA or ../shared/data).")
 ]
