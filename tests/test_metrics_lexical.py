@@ -13,6 +13,7 @@ from marag.eval.metrics.lexical import (
     lcs_length,
     max_token_f1,
     normalize_answer,
+    overlong,
     rouge_l,
     rouge_tokens,
     sentence_bleu,
@@ -196,3 +197,21 @@ def test_bleu_matches_sacrebleu_13a_on_plain_prose():
     assert bleu_tokens("It's 3.5 well-known") == ["it", "'", "s", "3", ".", "5", "well", "-", "known"]
     pred, ref = PAIRS[2]
     assert sentence_bleu(pred, [ref]).score != pytest.approx(_sacre_add1(pred, [ref], "13a"), abs=1e-6)
+
+
+def test_overlong_counts_words_past_the_longest_gold_answer():
+    golds = ["Guido van Rossum", "Guido"]  # the longest has 3 words: up to 8 are fine
+    assert overlong("Guido van Rossum", golds) == 0.0
+    assert overlong("The creator of Python is Guido van Rossum", golds) == 0.0  # 8 words ("the" dropped: 7)
+    assert overlong("The programming language Python was created by Guido van Rossum in 1991", golds) == 1.0
+    assert overlong("yes", ["yes"]) == 0.0 and overlong("yes, both of them were born in the UK", ["yes"]) == 1.0
+    assert overlong("a b c d e f", ["x"], slack=5) == 0.0 and overlong("b c d e f g h", ["x"], slack=5) == 1.0
+
+
+def test_overlong_is_a_default_metric():
+    from marag.eval.answering import DEFAULT_METRICS
+    from marag.eval.metrics import METRICS
+
+    assert "overlong" in DEFAULT_METRICS
+    ex = _ex("It was created by a Dutch programmer named Guido van Rossum.", ["Guido van Rossum"])
+    assert asyncio.run(METRICS.get("overlong")().score(ex)).value == 1.0

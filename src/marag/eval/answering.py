@@ -27,7 +27,7 @@ from marag.strategies import STRATEGIES, Answer
 from marag.trace import Trace
 
 DEFAULT_METRICS = [
-    "em", "f1", "accuracy", "rouge_l",
+    "em", "f1", "accuracy", "rouge_l", "overlong",
     "retrieval_precision", "retrieval_recall", "retrieval_f1", "recall@2", "recall@5", "mrr", "sources_recall",
     "agent_answerable", "agent_useful",  # apply only to routing strategies (RopMura)
 ]

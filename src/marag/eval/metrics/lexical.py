@@ -241,6 +241,27 @@ class Accuracy(Metric):
         return MetricResult(value=contains_answer(ex.prediction, ex.question.answers))
 
 
+OVERLONG_SLACK = 5  # words an answer may run past the longest gold answer
+
+
+def overlong(prediction: str, golds: Iterable[str], slack: int = OVERLONG_SLACK) -> float:
+    """1.0 when the prediction has more than `slack` words beyond the longest gold
+    answer (normalized tokens): a sentence where a span was asked for. Its mean over a
+    run is the share of padded answers, which cost F1 without being wrong."""
+    longest = max((len(answer_tokens(g)) for g in golds), default=0)
+    return float(len(answer_tokens(prediction)) > longest + slack)
+
+
+@METRICS.register("overlong")
+class Overlong(Metric):
+    name = "overlong"
+    requires = frozenset({"answers"})
+    description = f"1 when the answer is more than {OVERLONG_SLACK} words longer than the longest gold answer (lower is better)."
+
+    async def score(self, ex: EvalExample, judge: LLM | None = None, seed: int | None = None) -> MetricResult:
+        return MetricResult(value=overlong(ex.prediction, ex.question.answers))
+
+
 @METRICS.register("rouge_l")
 class RougeL(Metric):
     name = "rouge_l"
