@@ -7,7 +7,7 @@ import pytest
 from marag.corpus.models import Chunk
 from marag.index.base import Hit
 from marag.index.hybrid import RETRIEVERS, HybridRetriever
-from marag.index.traced import BaseRetriever
+from marag.index.retriever import BaseRetriever
 from marag.trace import Trace, activate
 
 CHUNKS = [

@@ -14,7 +14,7 @@ from marag.index.embed import EMBEDDERS, Embedder, get_embedder
 from marag.index.hybrid import RETRIEVERS, HybridRetriever
 from marag.index.store import Index, build_index, corpus_hash
 from marag.index.uri import open_index
-from marag.index.traced import BaseRetriever
+from marag.index.retriever import BaseRetriever
 
 __all__ = [
     "BM25Retriever",

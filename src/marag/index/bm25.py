@@ -23,7 +23,8 @@ import numpy as np
 
 from marag.corpus.models import Chunk
 from marag.errors import IndexFormatError
-from marag.index.traced import BaseRetriever, Ranked, index_text, kernels
+from marag.index.retriever import BaseRetriever
+from marag.index.traced import Ranked, index_text, kernels
 
 if TYPE_CHECKING:
     import bm25s

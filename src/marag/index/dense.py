@@ -36,7 +36,8 @@ from marag.errors import IndexFormatError, MaragError
 from marag.index.config import IndexConfig
 from marag.index.embed import Embedder, embedder_info, get_embedder
 from marag.index.base import Hit
-from marag.index.traced import BaseRetriever, Ranked, index_text, kernels
+from marag.index.retriever import BaseRetriever
+from marag.index.traced import Ranked, index_text, kernels
 
 VECTORS_FILE = "vectors.npy"
 WINDOWS_FILE = "windows.npy"

@@ -26,7 +26,8 @@ from marag.errors import IndexFormatError
 from marag.index.base import Hit, Retriever
 from marag.index.bm25 import BM25Retriever
 from marag.index.dense import DenseRetriever
-from marag.index.traced import BaseRetriever, Ranked, as_mask, kernels
+from marag.index.retriever import BaseRetriever
+from marag.index.traced import Ranked, as_mask, kernels
 from marag.registry import Registry
 
 if TYPE_CHECKING:
