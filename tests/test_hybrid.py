@@ -6,7 +6,8 @@ import pytest
 
 from marag.corpus.models import Chunk
 from marag.index.base import Hit
-from marag.index.hybrid import RETRIEVERS, HybridRetriever
+from marag.index.hybrid import HybridRetriever
+from marag.index.kinds import RETRIEVERS
 from marag.index.retriever import BaseRetriever
 from marag.trace import Trace, activate
 

@@ -7,11 +7,14 @@ index target: a directory or an index URI (`marag.index.uri`).
 """
 
 from marag.index.base import Hit, Retriever
+# importing the built-in retrievers registers their kinds in RETRIEVERS (marag.index.kinds);
+# every import of an index module runs this file first
 from marag.index.bm25 import BM25Retriever
 from marag.index.config import IndexConfig
 from marag.index.dense import DenseRetriever
 from marag.index.embed import EMBEDDERS, Embedder, get_embedder
-from marag.index.hybrid import RETRIEVERS, HybridRetriever
+from marag.index.hybrid import HybridRetriever
+from marag.index.kinds import RETRIEVERS
 from marag.index.store import Index, build_index, corpus_hash
 from marag.index.uri import open_index
 from marag.index.retriever import BaseRetriever

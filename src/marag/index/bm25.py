@@ -23,6 +23,7 @@ import numpy as np
 
 from marag.corpus.models import Chunk
 from marag.errors import IndexFormatError
+from marag.index.kinds import RETRIEVERS
 from marag.index.retriever import BaseRetriever
 from marag.index.traced import Ranked, index_text, kernels
 
@@ -96,6 +97,7 @@ def tokenize(texts: Sequence[str]) -> list[list[str]]:
     return analyzer()(texts)
 
 
+@RETRIEVERS.register("bm25")
 class BM25Retriever(BaseRetriever):
     """BM25 over `chunks` (title + text). Build with `from_chunks`, persist with
     `save`/`load_dir`. `n_threads > 1` splits a batch of queries across threads."""
@@ -193,7 +195,7 @@ class BM25Retriever(BaseRetriever):
             ) from None
         return cls(chunks, model, n_threads=n_threads)
 
-    # -- the index-directory protocol (see marag.index.hybrid.RETRIEVERS) ----------------
+    # -- the index-directory protocol (see marag.index.kinds) -------------------------------
     @classmethod
     def build(
         cls, chunks: Sequence[Chunk], directory: Path, config: "IndexConfig", progress: bool = True

@@ -17,7 +17,7 @@ class IndexConfig(BaseModel):
     # the corpus layer's job, `build_index` receives the chunks).
     chunk_size: int = Field(512, ge=1)
     chunk_overlap: int = Field(80, ge=0)
-    # Parts to build, by RETRIEVERS name. "hybrid" needs no files of its own: it is
+    # Parts to build, by RETRIEVERS name (marag.index.kinds). "hybrid" needs no files of its own: it is
     # available whenever two or more of its members are built.
     retrievers: list[str] = Field(default_factory=lambda: ["bm25", "dense"])
     # BM25 (Lucene variant: idf = ln(1 + (N - df + 0.5) / (df + 0.5))).

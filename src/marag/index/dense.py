@@ -36,6 +36,7 @@ from marag.errors import IndexFormatError, MaragError
 from marag.index.config import IndexConfig
 from marag.index.embed import Embedder, embedder_info, get_embedder
 from marag.index.base import Hit
+from marag.index.kinds import RETRIEVERS
 from marag.index.retriever import BaseRetriever
 from marag.index.traced import Ranked, index_text, kernels
 
@@ -173,6 +174,7 @@ def embed_chunks(
     return np.ascontiguousarray(vectors, dtype=np.float32), layout, record
 
 
+@RETRIEVERS.register("dense")
 class DenseRetriever(BaseRetriever):
     """Inner-product search over `vectors`, which `layout` assigns to chunks (default:
     row i is chunk i's only vector).
@@ -370,7 +372,7 @@ class DenseRetriever(BaseRetriever):
             record=meta.get("layout"),
         )
 
-    # -- the index-directory protocol (see marag.index.hybrid.RETRIEVERS) ----------------
+    # -- the index-directory protocol (see marag.index.kinds) -------------------------------
     @classmethod
     def build(
         cls, chunks: Sequence[Chunk], directory: Path, config: IndexConfig, progress: bool = True

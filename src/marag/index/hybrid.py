@@ -1,66 +1,41 @@
-"""Hybrid retrieval by weighted reciprocal rank fusion, and the registry of retriever kinds.
+"""Hybrid retrieval by weighted reciprocal rank fusion.
 
     score(c) = sum_i  w_i / (rrf_k + rank_i(c))        rank_i starts at 1
 
 over the chunks each member returns in its top `max(depth, offset + k)`. Fusion is per
 chunk (not per document); equal fused scores are ordered by chunk position in the index.
-
-RETRIEVERS maps a kind name to a class that an index directory can build and open:
-
-    kind.build(chunks, directory, config, progress) -> dict   (written into the manifest)
-    kind.load(index) -> Retriever                              (index: marag.index.store.Index)
-
-Third-party kinds register under the entry-point group `marag.retrievers`.
 """
 
 from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Mapping, Protocol, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
 from marag.corpus.models import Chunk
 from marag.errors import IndexFormatError
 from marag.index.base import Hit, Retriever
-from marag.index.bm25 import BM25Retriever
-from marag.index.dense import DenseRetriever
+from marag.index.kinds import HYBRID, RETRIEVERS
 from marag.index.retriever import BaseRetriever
 from marag.index.traced import Ranked, as_mask, kernels
-from marag.registry import Registry
 
 if TYPE_CHECKING:
     from marag.index.config import IndexConfig
 
-
-class RetrieverKind(Protocol):
-    kind: str
-
-    @classmethod
-    def build(
-        cls, chunks: Sequence[Chunk], directory: Path, config: "IndexConfig", progress: bool = True
-    ) -> dict[str, Any]: ...
-
-    @classmethod
-    def load(cls, index: Any) -> Retriever: ...
-
-
-RETRIEVERS: Registry[Any] = Registry("retrievers")
-RETRIEVERS.register("bm25")(BM25Retriever)
-RETRIEVERS.register("dense")(DenseRetriever)
 
 # Fused scores are sums of small fractions; summing the same terms in another order can
 # differ in the last bits, which must not decide the order of what are really ties.
 _TIE_DECIMALS = 12
 
 
-@RETRIEVERS.register("hybrid")
+@RETRIEVERS.register(HYBRID)
 class HybridRetriever(BaseRetriever):
     """Weighted RRF over `retrievers` (a name -> retriever mapping, or a list, named by
     their `name`). `weights` by member name (default 1.0 each; 0 leaves a member out)."""
 
-    kind = "hybrid"
+    kind = HYBRID
 
     def __init__(
         self,

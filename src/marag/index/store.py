@@ -38,7 +38,7 @@ from marag.errors import CorpusError, IndexFormatError, UnknownNameError
 from marag.index.base import Retriever
 from marag.index.config import IndexConfig
 from marag.index.embed import EMBEDDERS
-from marag.index.hybrid import RETRIEVERS, HybridRetriever
+from marag.index.kinds import HYBRID, RETRIEVERS
 
 MANIFEST = "manifest.json"
 CHUNKS = "chunks.jsonl"
@@ -298,18 +298,18 @@ class Index:
     @property
     def parts(self) -> list[str]:
         """The parts built on disk (retriever kinds other than hybrid)."""
-        return [k for k in self.config.retrievers if k != HybridRetriever.kind]
+        return [k for k in self.config.retrievers if k != HYBRID]
 
     def has(self, kind: str) -> bool:
         """Whether `retriever(kind)` can be served by this index."""
-        if kind == HybridRetriever.kind:
+        if kind == HYBRID:
             members = [n for n, w in self.config.hybrid_weights.items() if w > 0 and n in self.parts]
             return len(members) >= 2
         return kind in self.parts
 
     @property
     def default_kind(self) -> str:
-        return HybridRetriever.kind if self.has(HybridRetriever.kind) else self.parts[0]
+        return HYBRID if self.has(HYBRID) else self.parts[0]
 
     def retriever(self, kind: str | None = None, collection: str | None = None) -> Retriever:
         """A retriever of `kind` (default: hybrid when it can be served, else the one part
