@@ -22,23 +22,33 @@ def run(llm, retriever, **cfg):
     return asyncio.run(make_strategy("ircot", llm, retriever, {"k": 1, **cfg}).run(QUESTION))
 
 
-def test_each_sentence_is_the_next_query_until_the_chain_gives_the_answer(retriever):
-    def think(messages, output):
-        user = messages[-1]["content"]
-        if output.__name__ == "AnswerOutput":
-            pytest.fail("the chain gave the answer: no reader")
-        if "Reasoning so far: (nothing yet)" in user:
-            return {"sentence": "Salt Winter was written by Maren Holt.", "answer": ""}
-        return {"sentence": "Maren Holt grew up in Brekke.", "answer": "Brekke" if "grew up in Brekke" in user else ""}
+def _think(messages, output):
+    user = messages[-1]["content"]
+    if output.__name__ == "AnswerOutput":  # the reader: right only with Holt's paragraph
+        assert "Reasoning so far" not in user  # a finished chain's claim is not passed on
+        return {"answer": "Brekke" if "grew up in Brekke" in user else "?"}
+    if "Reasoning so far: (nothing yet)" in user:
+        return {"sentence": "Salt Winter was written by Maren Holt.", "answer": ""}
+    return {"sentence": "Maren Holt grew up in Brekke.", "answer": "Brekke (chain)" if "grew up in Brekke" in user else ""}
 
-    llm = ScriptedLLM(fn=think)
+
+def test_each_sentence_is_the_next_query_until_the_chain_answers_then_the_reader_answers(retriever):
+    llm = ScriptedLLM(fn=_think)
     ans = run(llm, retriever)
     queries = [c.query for s in ans.trace.steps for c in s.searches]
     assert queries[0].startswith("Where was the author") and queries[1] == "Salt Winter was written by Maren Holt."
+    assert [c.output_model.__name__ for c in llm.calls] == ["Thought"] * 3 + ["AnswerOutput"]
     assert ans.answer == "Brekke" and "holt" in {s.doc_id for s in ans.sources}
-    assert ans.details["answered_by_chain"] is True and ans.details["reasoning_steps"] == 2
+    assert ans.details["answered_by_chain"] is False and ans.details["reasoning_steps"] == 2
     # every paragraph collected was shown to the model, and is a source
     assert {r["chunk_id"] for r in ans.read} == {s.chunk_id for s in ans.sources}
+
+
+def test_chain_answers_keeps_the_chains_answer_without_a_reader(retriever):
+    llm = ScriptedLLM(fn=_think)
+    ans = run(llm, retriever, chain_answers=True)
+    assert [c.output_model.__name__ for c in llm.calls] == ["Thought"] * 3
+    assert ans.answer == "Brekke (chain)" and ans.details["answered_by_chain"] is True
 
 
 def test_a_stuck_chain_goes_to_the_reader_with_every_paragraph(retriever):
