@@ -305,7 +305,7 @@ def test_credential_options_are_refused_by_name_and_no_message_echoes_the_query(
                 parse_target(text)
             assert "s3cret" not in str(info.value), (text, str(info.value))
     t = parse_target("milvus://h/nope?token_env=TEAM&tls=true")
-    assert t.shown == "milvus://h/nope" and milvus._build_hint(t) == "build it: marag index DOCS --out milvus://h/nope"
+    assert t.shown == "milvus://h/nope" and milvus.target._build_hint(t) == "build it: marag index DOCS --out milvus://h/nope"
 
 
 # -- connections are closed: a Lite file is released -------------------------------------------
