@@ -134,8 +134,6 @@ class StyledAnswer:
 
 class Answerer(StyledAnswer, Agent[AnswerInput, AnswerOutput]):
     name = "answerer"
-    Input = AnswerInput
-    Output = AnswerOutput
     max_tokens = SHORT.max_tokens
 
     def __init__(self, style: AnswerStyle | None = None):

@@ -11,7 +11,7 @@ the step is marked `skipped` (the fallback stands in).
 from __future__ import annotations
 
 import functools
-from typing import Any, ClassVar, Generic, TypeVar
+from typing import Any, ClassVar, Generic, TypeVar, get_args, get_origin
 
 from pydantic import BaseModel, Field, create_model
 
@@ -40,13 +40,50 @@ def narrowed(model: type[BaseModel], field: str, **constraints: Any) -> type[Bas
     return _narrowed(model, field, tuple(sorted(constraints.items())))
 
 
+def _type_arguments(cls: type) -> tuple[Any, Any] | None:
+    """The (input, output) that `cls` gives `Agent[I, O]` through its generic bases,
+    followed down subclass chains (`ListJudge[A, B]` over `Agent[I, O]`) and past mixins
+    (`StyledAnswer`); None when no base of its own gives them."""
+    for base in cls.__dict__.get("__orig_bases__", ()):  # its own bases only: the rest is inherited
+        origin = get_origin(base)
+        if not (isinstance(origin, type) and issubclass(origin, Agent)):
+            continue
+        args = get_args(base)
+        if origin is Agent:
+            return args[0], args[1]
+        inner = _type_arguments(origin)  # a generic subclass: put our arguments in for its parameters
+        if inner is not None:
+            bound = dict(zip(getattr(origin, "__parameters__", ()), args))
+            return bound.get(inner[0], inner[0]), bound.get(inner[1], inner[1])
+    return None
+
+
 class Agent(Generic[I, O]):
+    """`class Planner(Agent[PlanInput, Plan])` declares the role's input and output
+    models: `Planner.Input is PlanInput`, `Planner.Output is Plan` (set from the type
+    arguments unless the class sets them itself, e.g. a subclass with a wider input)."""
+
     name: ClassVar[str]
     Input: ClassVar[type[BaseModel]]
     # The class default; an instance may narrow it (a longer answer, an exact number of
     # labels) by assigning `self.Output` / `self.max_tokens`.
     Output: type[BaseModel]
     max_tokens: int = 256
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        args = _type_arguments(cls)
+        for attr, arg in zip(("Input", "Output"), args or (None, None)):
+            if attr not in cls.__dict__ and isinstance(arg, type):
+                setattr(cls, attr, arg)
+        if getattr(cls, "__parameters__", ()):  # still generic (`ListJudge(Agent[I, O])`): its subclasses say
+            return
+        missing = [attr for attr in ("Input", "Output") if not isinstance(getattr(cls, attr, None), type)]
+        if missing:
+            raise TypeError(
+                f"agent {cls.__qualname__} has no {' and no '.join(missing)}: subclass Agent[InputModel, OutputModel] "
+                "(or a subclass that gives them), or set them on the class"
+            )
 
     def messages(self, inp: I) -> list[Message]:
         """The conversation sent to the model for this input."""

@@ -28,8 +28,6 @@ class ReasonedAnswer(BaseModel):
 
 class ChainOfThought(StyledAnswer, Agent[AnswerInput, ReasonedAnswer]):
     name = "cot"
-    Input = AnswerInput
-    Output = ReasonedAnswer
 
     def __init__(self, style: AnswerStyle | None = None, reasoning_chars: int = REASONING_MAX_CHARS):
         self._set_style(style)

@@ -48,8 +48,6 @@ def render_chain(chain: Sequence[str]) -> str:
 
 class Thinker(Agent[ThinkInput, Thought]):
     name = "ircot.think"
-    Input = ThinkInput
-    Output = Thought
     max_tokens = 160
 
     def __init__(self, style: AnswerStyle | None = None):

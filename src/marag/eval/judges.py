@@ -117,8 +117,6 @@ def _grading_messages(system: str, inp: "CorrectnessInput | ScoreInput", refs_la
 
 class CorrectnessJudge(Agent[CorrectnessInput, CorrectnessOutput]):
     name = "judge_correct"
-    Input = CorrectnessInput
-    Output = CorrectnessOutput
     max_tokens = 120
 
     def messages(self, inp: CorrectnessInput) -> list[Message]:
@@ -163,8 +161,6 @@ _SCORE_SYSTEM = (
 
 class ScoreJudge(Agent[ScoreInput, ScoreOutput]):
     name = "judge_score"
-    Input = ScoreInput
-    Output = ScoreOutput
     max_tokens = 120
 
     def messages(self, inp: ScoreInput) -> list[Message]:
@@ -206,8 +202,6 @@ _ASPECTS_SYSTEM = (
 
 class AspectExtractor(Agent[AspectsInput, AspectsOutput]):
     name = "aspect_extractor"
-    Input = AspectsInput
-    Output = AspectsOutput
     max_tokens = 400
 
     def messages(self, inp: AspectsInput) -> list[Message]:
@@ -243,8 +237,6 @@ _CORRECTNESS_ASPECT_SYSTEM = (
 
 class CorrectnessAspectJudge(ListJudge[CorrectnessAspectsInput, CorrectnessAspectsOutput]):
     name = "aspect_correctness"
-    Input = CorrectnessAspectsInput
-    Output = CorrectnessAspectsOutput
     max_tokens = 80
     items_field = "aspects"
     list_field = "scores"
@@ -292,8 +284,6 @@ def pack_documents(texts: list[str]) -> list[str]:
 
 class SupportJudge(ListJudge[SupportInput, SupportOutput]):
     name = "aspect_support"
-    Input = SupportInput
-    Output = SupportOutput
     max_tokens = 80
     items_field = "aspects"
     list_field = "scores"
@@ -370,8 +360,6 @@ _NUGGET_SYSTEM = (
 
 class NuggetJudge(ListJudge[NuggetInput, NuggetOutput]):
     name = "nugget_assigner"
-    Input = NuggetInput
-    Output = NuggetOutput
     max_tokens = 160
     items_field = "nuggets"
     list_field = "labels"

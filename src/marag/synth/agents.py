@@ -31,8 +31,6 @@ class QA(BaseModel):
 
 class QuestionWriter(Agent[WriteInput, QA]):
     name = "synth.question"
-    Input = WriteInput
-    Output = QA
     max_tokens = 450
 
     def messages(self, inp: WriteInput) -> list[Message]:
@@ -77,8 +75,6 @@ class Solution(BaseModel):
 
 class SolutionAnnotator(Agent[SolveInput, Solution]):
     name = "synth.solution"
-    Input = SolveInput
-    Output = Solution
     max_tokens = 500
 
     def messages(self, inp: SolveInput) -> list[Message]:
@@ -106,8 +102,6 @@ class Verdict(BaseModel):
 
 class Verifier(Agent[VerifyInput, Verdict]):
     name = "synth.verify"
-    Input = VerifyInput
-    Output = Verdict
     max_tokens = 90
 
     def messages(self, inp: VerifyInput) -> list[Message]:

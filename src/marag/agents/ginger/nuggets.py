@@ -31,8 +31,6 @@ class Tagged(BaseModel):
 
 class NuggetDetector(Agent[TagInput, Tagged]):
     name = "nugget_detector"
-    Input = TagInput
-    Output = Tagged
 
     def __init__(self, passage_chars: int):
         self.Output = narrowed(Tagged, "tagged", max_length=passage_chars + 200)

@@ -31,8 +31,6 @@ class Relevance(BaseModel):
 
 class PointwiseJudge(Agent[PointInput, Relevance]):
     name = "rerank.pointwise"
-    Input = PointInput
-    Output = Relevance
     max_tokens = 12
 
     def messages(self, inp: PointInput) -> list[Message]:
@@ -55,8 +53,6 @@ class Preference(BaseModel):
 
 class PairwiseJudge(Agent[PairInput, Preference]):
     name = "rerank.pairwise"
-    Input = PairInput
-    Output = Preference
     max_tokens = 10
 
     def messages(self, inp: PairInput) -> list[Message]:
@@ -75,8 +71,6 @@ class FacetPairInput(BaseModel):
 
 class FacetPairwiseJudge(Agent[FacetPairInput, Preference]):
     name = "facet_ranker.pairwise"
-    Input = FacetPairInput
-    Output = Preference
     max_tokens = 10
 
     def messages(self, inp: FacetPairInput) -> list[Message]:

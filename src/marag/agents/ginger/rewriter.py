@@ -32,8 +32,6 @@ class Draft(BaseModel):
 
 class ProvisionalAnswer(Agent[DraftInput, Draft]):
     name = "rewriter.draft"
-    Input = DraftInput
-    Output = Draft
     max_tokens = 130
 
     def messages(self, inp: DraftInput) -> list[Message]:
@@ -58,8 +56,6 @@ class Rewrites(BaseModel):
 
 class Rewriter(Agent[RewriteInput, Rewrites]):
     name = "rewriter"
-    Input = RewriteInput
-    Output = Rewrites
 
     def __init__(self, n: int):
         self.Output = narrowed(Rewrites, "rewrites", min_length=1, max_length=n)

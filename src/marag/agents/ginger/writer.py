@@ -40,8 +40,6 @@ class FacetSentence(BaseModel):
 
 class FacetSummarizer(Agent[FacetInput, FacetSentence]):
     name = "summarizer"
-    Input = FacetInput
-    Output = FacetSentence
     max_tokens = 90
 
     def messages(self, inp: FacetInput) -> list[Message]:
@@ -64,8 +62,6 @@ class Fluent(BaseModel):
 
 class FluencyRewriter(Agent[FluencyInput, Fluent]):
     name = "fluency"
-    Input = FluencyInput
-    Output = Fluent
 
     def __init__(self, n: int):
         self.Output = narrowed(Fluent, "sentences", min_length=n, max_length=n)
@@ -90,8 +86,6 @@ class ConciseInput(BaseModel):
 
 class ConciseAnswerer(StyledAnswer, Agent[ConciseInput, AnswerOutput]):
     name = "concise_answer"
-    Input = ConciseInput
-    Output = AnswerOutput
 
     def __init__(self, style: AnswerStyle):
         self._set_style(style)

@@ -38,8 +38,6 @@ _TASK = (
 
 class ContextFilter(Agent[FilterInput, Kept]):
     name = "context_filter"
-    Input = FilterInput
-    Output = Kept
     max_tokens = 80
 
     def messages(self, inp: FilterInput) -> list[Message]:

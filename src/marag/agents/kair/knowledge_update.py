@@ -49,8 +49,6 @@ _TASK = (
 
 class KnowledgeUpdater(Agent[UpdateInput, Update]):
     name = "knowledge_update"
-    Input = UpdateInput
-    Output = Update
     max_tokens = 260
 
     def messages(self, inp: UpdateInput) -> list[Message]:

@@ -38,8 +38,6 @@ _TASK = (
 
 class Moderator(Agent[ModeratorInput, Verdict]):
     name = "moderator"
-    Input = ModeratorInput
-    Output = Verdict
     max_tokens = 80
 
     def messages(self, inp: ModeratorInput) -> list[Message]:

@@ -45,8 +45,6 @@ _TASK = (
 
 class QueryPlanner(Agent[PlanInput, Candidates]):
     name = "query_planner"
-    Input = PlanInput
-    Output = Candidates
     max_tokens = 120
 
     def messages(self, inp: PlanInput) -> list[Message]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from marag.agents.answerer import Answerer, AnswerOutput
+from marag.agents.answerer import Answerer
 from marag.agents.mrag._shared import Doc, render_docs, render_lines, laid_out
 from marag.llm.base import Message
 
@@ -25,7 +25,6 @@ class MRAGAnswerInput(BaseModel):
 class MRAGAnswerer(Answerer):
     name = "answerer"
     Input = MRAGAnswerInput  # type: ignore[assignment]
-    Output = AnswerOutput
 
     def messages(self, inp: MRAGAnswerInput) -> list[Message]:  # type: ignore[override]
         system = (

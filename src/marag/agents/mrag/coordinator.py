@@ -76,8 +76,6 @@ class CoordinatorDecision(BaseModel):
 
 class Coordinator(Agent[CoordinatorInput, CoordinatorDecision]):
     name = "coordinator"
-    Input = CoordinatorInput
-    Output = CoordinatorDecision
     max_tokens = 160
 
     def __init__(self, input_chars: int = 200):

@@ -36,8 +36,6 @@ _SYSTEM = (
 
 class Planner(Agent[PlannerInput, Plan]):
     name = "planner"
-    Input = PlannerInput
-    Output = Plan
     max_tokens = 220
 
     def messages(self, inp: PlannerInput) -> list[Message]:

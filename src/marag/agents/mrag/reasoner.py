@@ -33,8 +33,6 @@ _SYSTEM = (
 
 class Reasoner(Agent[ReasonerInput, Analysis]):
     name = "reasoner"
-    Input = ReasonerInput
-    Output = Analysis
     max_tokens = 200
 
     def messages(self, inp: ReasonerInput) -> list[Message]:

@@ -26,8 +26,6 @@ class ReviserInput(BaseModel):
 
 class Reviser(StyledAnswer, Agent[ReviserInput, AnswerOutput]):
     name = "reviser"
-    Input = ReviserInput
-    Output = AnswerOutput
 
     def __init__(self, style: AnswerStyle | None = None):
         self._set_style(style)

@@ -78,8 +78,6 @@ _QUERY_SYSTEM = "You write a short keyword query for a search engine. Reply as J
 
 class QueryWriter(Agent[QueryInput, Query]):
     name = "searcher.query"
-    Input = QueryInput
-    Output = Query
     max_tokens = 60
 
     def messages(self, inp: QueryInput) -> list[Message]:
@@ -128,8 +126,6 @@ def _judge_fallback(first_page: bool, first_page_rule: bool) -> Judgement:
 
 class Judge(Agent[JudgeInput, Judgement]):
     name = "searcher.judge"
-    Input = JudgeInput
-    Output = Judgement
     max_tokens = 90
 
     def messages(self, inp: JudgeInput) -> list[Message]:
@@ -158,8 +154,6 @@ class PageJudge(Agent[PageJudgeInput, PageJudgement]):
     one reply instead of one per document."""
 
     name = "searcher.judge"
-    Input = PageJudgeInput
-    Output = PageJudgement
 
     def __init__(self, n: int):
         self.Output = narrowed(PageJudgement, "judgements", min_length=n, max_length=n)
@@ -212,8 +206,6 @@ class Move(BaseModel):
 
 class NextMove(Agent[NextInput, Move]):
     name = "searcher.next"
-    Input = NextInput
-    Output = Move
     max_tokens = 90
 
     def messages(self, inp: NextInput) -> list[Message]:

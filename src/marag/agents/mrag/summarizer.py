@@ -36,8 +36,6 @@ _SYSTEM = (
 
 class Summarizer(Agent[SummarizerInput, Summary]):
     name = "summarizer"
-    Input = SummarizerInput
-    Output = Summary
     max_tokens = 200
 
     def messages(self, inp: SummarizerInput) -> list[Message]:

@@ -58,8 +58,6 @@ _SYSTEM = (
 
 class Validator(Agent[ValidatorInput, Validation]):
     name = "validator"
-    Input = ValidatorInput
-    Output = Validation
     max_tokens = 300
 
     def messages(self, inp: ValidatorInput) -> list[Message]:

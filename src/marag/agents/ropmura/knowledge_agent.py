@@ -40,8 +40,6 @@ _TASK = (
 
 class KnowledgeAgent(Agent[KnowledgeInput, KnowledgeReply]):
     name = "knowledge_agent"
-    Input = KnowledgeInput
-    Output = KnowledgeReply
     max_tokens = 520  # the analysis (~1,500 characters) and the answer, in JSON
 
     def messages(self, inp: KnowledgeInput) -> list[Message]:

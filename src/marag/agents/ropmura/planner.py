@@ -35,8 +35,6 @@ class SubQuestions(BaseModel):
 
 class Splitter(Agent[SplitInput, SubQuestions]):
     name = "splitter"
-    Input = SplitInput
-    Output = SubQuestions
     max_tokens = 140
 
     def messages(self, inp: SplitInput) -> list[Message]:
@@ -63,8 +61,6 @@ class Selection(BaseModel):
 
 class Selector(Agent[SelectInput, Selection]):
     name = "selector"
-    Input = SelectInput
-    Output = Selection
     max_tokens = 90
 
     def messages(self, inp: SelectInput) -> list[Message]:
@@ -91,8 +87,6 @@ class Judgment(BaseModel):
 
 class Judger(Agent[JudgeInput, Judgment]):
     name = "judger"
-    Input = JudgeInput
-    Output = Judgment
     max_tokens = 70
 
     def messages(self, inp: JudgeInput) -> list[Message]:
@@ -110,8 +104,6 @@ class DefendInput(BaseModel):
 
 class Defender(StyledAnswer, Agent[DefendInput, AnswerOutput]):
     name = "defender"
-    Input = DefendInput
-    Output = AnswerOutput
 
     def __init__(self, style: AnswerStyle | None = None):
         self._set_style(style)

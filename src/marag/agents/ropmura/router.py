@@ -47,8 +47,6 @@ _GRADES = (
 
 class Router(StyledAnswer, Agent[RouterInput, RouterReply]):
     name = "router.answer"
-    Input = RouterInput
-    Output = RouterReply
 
     def __init__(self, style: AnswerStyle | None = None, n: int = 0):
         self._set_style(style)

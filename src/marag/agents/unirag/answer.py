@@ -24,8 +24,6 @@ class FinalInput(BaseModel):
 
 class FinalAnswer(StyledAnswer, Agent[FinalInput, AnswerOutput]):
     name = "final_answer"
-    Input = FinalInput
-    Output = AnswerOutput
 
     def __init__(self, style: AnswerStyle | None = None):
         self._set_style(style)

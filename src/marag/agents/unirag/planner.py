@@ -43,8 +43,6 @@ _TASK = (
 
 class Planner(Agent[PlanInput, PlanStep]):
     name = "planner"
-    Input = PlanInput
-    Output = PlanStep
     max_tokens = 110
 
     def messages(self, inp: PlanInput) -> list[Message]:

@@ -31,8 +31,6 @@ class Queries(BaseModel):
 
 class QueryPlanner(Agent[QueriesInput, Queries]):
     name = "queries"
-    Input = QueriesInput
-    Output = Queries
     max_tokens = 120
 
     def messages(self, inp: QueriesInput) -> list[Message]:

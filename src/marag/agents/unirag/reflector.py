@@ -44,8 +44,6 @@ _TASK = (
 
 class Reflector(Agent[ReflectInput, Reflection]):
     name = "reflector"
-    Input = ReflectInput
-    Output = Reflection
     max_tokens = 200
 
     def messages(self, inp: ReflectInput) -> list[Message]:
