@@ -467,7 +467,7 @@ def pick_embedder(name: str) -> str:
 
 
 def speed_corpus(corpus: Corpus, args, work: Path, cache: Path | None) -> list[Row]:
-    from marag.index.store import IndexConfig, build_index, open_index
+    from marag.index import IndexConfig, build_index, open_index
 
     t0 = time.perf_counter()
     build_index(corpus.chunks, work / "idx", IndexConfig(retrievers=["bm25"]), overwrite=True, progress=False)
@@ -654,7 +654,7 @@ def doc_ranking(hits) -> list[str]:
 
 def recall_systems(work: Path, chunks, corpus, args) -> tuple[dict[str, object], float]:
     """BM25, dense with long chunks truncated and as windows, and their hybrids."""
-    from marag.index.store import IndexConfig, build_index, corpus_hash, open_index
+    from marag.index import IndexConfig, build_index, corpus_hash, open_index
 
     emb_name = "minilm" if args.embedder == "auto" else args.embedder
     options = {"threads": args.threads} if emb_name == "minilm" else None

@@ -18,7 +18,7 @@ import pytest
 from marag.collector import freeze_long_lived, held_collections, thaw
 from marag.corpus import chunk_documents, load_corpus
 from marag.eval.datasets import load_dataset
-from marag.index.store import IndexConfig, build_index, open_index
+from marag.index import IndexConfig, build_index, open_index
 
 
 @contextmanager

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 from importlib import resources
 from pathlib import Path
@@ -12,7 +13,7 @@ import pytest
 import marag
 from marag.corpus.models import Chunk, Document
 from marag.errors import CorpusError, IndexFormatError, UnknownNameError
-from marag.index import EMBEDDERS, HybridRetriever, IndexConfig, build_index, corpus_hash, open_index
+from marag.index import EMBEDDERS, DirectoryIndex, HybridRetriever, Index, IndexConfig, build_index, corpus_hash, open_index
 from marag.index.store import INDEX_FORMAT_VERSION
 from marag.index.embed import HashingEmbedder, token_windows
 from marag.trace import Trace, activate
@@ -123,6 +124,17 @@ def test_roundtrip(built):
         hits = idx.retriever(kind).search("stock market rates", k=2)
         assert hits[0].chunk_id == "finance-0#0", kind
     assert idx.retriever("bm25") is idx.retriever("bm25")  # loaded once
+
+
+def test_an_index_directory_is_an_index_of_the_port(built):
+    # every member the protocol declares, looked up without running properties
+    members = {n for n in vars(Index) if not n.startswith("_")} | set(Index.__annotations__) | {"__enter__", "__exit__"}
+    idx = open_index(built)
+    assert isinstance(idx, DirectoryIndex)
+    assert [n for n in sorted(members) if inspect.getattr_static(idx, n, None) is None] == []
+    with open_index(built) as again:  # nothing to release, but the same `with` as any index
+        assert again.retriever("bm25").search("cats", k=1)[0].doc_id == "animals-0"
+    again.close()  # idempotent
 
 
 def test_manifest_is_plain_json(built):

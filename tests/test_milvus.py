@@ -6,6 +6,7 @@ the collection, resumable builds, and index URIs."""
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 import os
 from pathlib import Path
@@ -15,7 +16,8 @@ import pytest
 from conftest import MILVUS_HINT
 from marag.corpus import chunk_documents, load_corpus
 from marag.errors import IndexFormatError, MaragError, UnknownNameError
-from marag.index.store import IndexConfig, build_index, open_index as open_dir
+from marag.index.base import Index
+from marag.index.store import IndexConfig, build_index, open_directory as open_dir
 from marag.llm import ScriptedLLM
 from marag.strategies import make_strategy
 from marag.trace import Trace, activate
@@ -331,6 +333,9 @@ def test_a_lite_file_is_released_when_its_index_closes(tmp_path, chunks):
     assert lite_lock_free(db)  # the build closed its connection
     idx = open_index(target)
     assert not lite_lock_free(db)
+    # an Index of the port, as an index directory is (looked up without running properties)
+    members = {n for n in vars(Index) if not n.startswith("_")} | set(Index.__annotations__) | {"__enter__", "__exit__"}
+    assert isinstance(idx, milvus.MilvusIndex) and [n for n in sorted(members) if inspect.getattr_static(idx, n, None) is None] == []
     idx.close()
     idx.close()  # idempotent
     assert lite_lock_free(db) and idx.closed

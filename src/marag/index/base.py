@@ -1,10 +1,16 @@
-"""The retrieval port: anything with `search` is a retriever."""
+"""The retrieval port: anything with `search` is a retriever (`Retriever`), and an
+opened index, whatever stores it, is an `Index` that serves retrievers."""
 
 from __future__ import annotations
 
 import json
+import os
 from numbers import Real
-from typing import Any, Iterable, Protocol, Sequence, runtime_checkable
+from typing import TYPE_CHECKING, Any, Iterable, Protocol, Sequence, runtime_checkable
+
+if TYPE_CHECKING:
+    from marag.corpus.models import Chunk
+    from marag.index.config import IndexConfig
 
 _FIELDS = ("doc_id", "chunk_id", "score", "text", "title")
 
@@ -132,3 +138,73 @@ class Retriever(Protocol):
     def search_batch(
         self, queries: Sequence[str], k: int = 10, offset: int = 0
     ) -> list[Sequence[Hit]]: ...
+
+
+class Index(Protocol):
+    """An opened index, whatever stores it: an index directory
+    (`marag.index.store.DirectoryIndex`) or a Milvus collection
+    (`marag.index.milvus.MilvusIndex`). `marag.index.open_index(target)` opens one by its
+    target (a directory or an index URI, `marag.index.uri`); commands, strategies and the
+    evaluation use only what is declared here.
+
+    Not runtime-checkable: an `isinstance` test would read `chunks` (a whole collection,
+    for Milvus) to see that it is there."""
+
+    #: config, corpus hash, counts, embedder, library versions: what the index was built from
+    manifest: dict[str, Any]
+    config: "IndexConfig"
+
+    @property
+    def path(self) -> str | os.PathLike[str]:
+        """Where it is, as messages name it (a directory, or a URI without its options)."""
+        ...
+
+    @property
+    def parts(self) -> list[str]:
+        """The retriever kinds it holds data for (e.g. bm25, dense; hybrid fuses them)."""
+        ...
+
+    def has(self, kind: str) -> bool:
+        """Whether `retriever(kind)` can be served."""
+        ...
+
+    @property
+    def default_kind(self) -> str:
+        """hybrid when it can be served, else the one part built."""
+        ...
+
+    def retriever(self, kind: str | None = None, collection: str | None = None) -> Retriever:
+        """A retriever of `kind` (default: `default_kind`), of `collection` only when given."""
+        ...
+
+    @property
+    def chunks(self) -> list["Chunk"]:
+        """Every chunk, in index order (read on first use)."""
+        ...
+
+    @property
+    def chunks_count(self) -> int: ...
+
+    @property
+    def documents_count(self) -> int: ...
+
+    def collections(self) -> list[str]:
+        """The names of its collections (empty when built without a collection field)."""
+        ...
+
+    @property
+    def chunk_collections(self) -> list[str | None]:
+        """Each chunk's collection, in index order."""
+        ...
+
+    def position(self, chunk_id: str) -> int:
+        """The chunk's position in index order."""
+        ...
+
+    def close(self) -> None:
+        """Release what it holds (a connection; a Milvus Lite file's lock). Idempotent."""
+        ...
+
+    def __enter__(self) -> "Index": ...
+
+    def __exit__(self, *exc: object) -> None: ...

@@ -4,7 +4,7 @@ RETRIEVERS maps a kind name to a class that an index directory (`marag.index.sto
 can build and open:
 
     kind.build(chunks, directory, config, progress) -> dict   (written into the manifest)
-    kind.load(index) -> Retriever                              (index: marag.index.store.Index)
+    kind.load(index) -> Retriever                              (index: marag.index.store.DirectoryIndex)
 
 Each kind registers itself where it is defined (`@RETRIEVERS.register("bm25")` on
 `BM25Retriever`, and so on); the built-in ones are imported, and so registered, by

@@ -1,4 +1,5 @@
-"""Index directories: build one atomically, open one lazily.
+"""Index directories: build one atomically, open one lazily (`DirectoryIndex`, an
+`Index` of the port, `marag.index.base`).
 
 Layout of `marag index DOCS --out IDX`:
 
@@ -49,7 +50,7 @@ CHUNKS = "chunks.jsonl"
 #   2: dense vectors per window of a chunk, with dense/starts.npy mapping them to chunks
 INDEX_FORMAT_VERSION = 2
 
-__all__ = ["INDEX_FORMAT_VERSION", "IndexConfig", "Index", "build_index", "open_index", "corpus_hash"]
+__all__ = ["INDEX_FORMAT_VERSION", "IndexConfig", "DirectoryIndex", "build_index", "open_directory", "corpus_hash"]
 
 
 def corpus_hash(documents: Iterable[Document | Chunk]) -> str:
@@ -209,10 +210,11 @@ def _manifest(
     }
 
 
-class Index:
-    """An opened index directory. Parts load on first use: opening an index reads only
-    its manifest; the chunks, BM25 arrays, vectors and embedding model load when a
-    retriever that needs them is asked for."""
+class DirectoryIndex:
+    """An opened index directory (an `Index`, `marag.index.base`). Parts load on first
+    use: opening an index reads only its manifest; the chunks, BM25 arrays, vectors and
+    embedding model load when a retriever that needs them is asked for. It holds no
+    connection: `close()` does nothing, and it may be used in a `with` all the same."""
 
     def __init__(self, path: Path, manifest: dict[str, Any], embedder_options: dict[str, Any] | None = None):
         self.path = path
@@ -228,7 +230,16 @@ class Index:
         self._lock = threading.RLock()  # RLock: loading "hybrid" loads its members
 
     def __repr__(self) -> str:
-        return f"Index({str(self.path)!r}, parts={self.parts}, chunks={self.manifest.get('counts', {}).get('chunks')})"
+        return f"DirectoryIndex({str(self.path)!r}, parts={self.parts}, chunks={self.manifest.get('counts', {}).get('chunks')})"
+
+    def close(self) -> None:
+        """Nothing to release: the files are read, never held open."""
+
+    def __enter__(self) -> "DirectoryIndex":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     # -- contents ---------------------------------------------------------------------------
     @cached_property
@@ -334,8 +345,9 @@ class Index:
             return r
 
 
-def open_index(path: str | Path, embedder_options: dict[str, Any] | None = None) -> Index:
+def open_directory(path: str | Path, embedder_options: dict[str, Any] | None = None) -> DirectoryIndex:
     """Open an index directory written by `build_index`, checking its format version.
+    (`marag.index.open_index` opens any index target: a directory or an index URI.)
 
     `embedder_options` go to the query embedder when dense search first needs it
     (e.g. `{"threads": 4}` for minilm)."""
@@ -365,4 +377,4 @@ def open_index(path: str | Path, embedder_options: dict[str, Any] | None = None)
             f"(marag {manifest.get('marag_version', '?')}); this marag reads version {INDEX_FORMAT_VERSION}",
             hint=_rebuild_hint(path),
         )
-    return Index(path, manifest, embedder_options)
+    return DirectoryIndex(path, manifest, embedder_options)

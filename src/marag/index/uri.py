@@ -12,9 +12,9 @@ from an environment variable, so a target can be written to config.json, logs an
 
 A backend offers:
 
-    open(target, embedder_options) -> an opened index (Index-like: manifest, config,
-                                      retriever(kind, collection), collections(), ...;
-                                      close() when it holds a connection)
+    open(target, embedder_options) -> Index      (marag.index.base: manifest, config,
+                                      retriever(kind, collection), collections(), ...,
+                                      close())
     build(chunks, target, config, corpus_hash, overwrite, progress, batch_size) -> None
     shared(target) -> bool           several processes (Ray workers) may open it at once
     share_hint(target) -> str        when not: how to make it so
@@ -30,6 +30,7 @@ from typing import Any, Iterator, Protocol, Sequence
 
 from marag.corpus.models import Chunk
 from marag.errors import MaragError
+from marag.index.base import Index
 from marag.index.config import IndexConfig
 from marag.registry import Registry
 
@@ -39,7 +40,7 @@ _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]+):")
 
 
 class IndexBackend(Protocol):
-    def open(self, target: str, embedder_options: dict[str, Any] | None = None) -> Any: ...
+    def open(self, target: str, embedder_options: dict[str, Any] | None = None) -> Index: ...
 
     def build(
         self, chunks: Sequence[Chunk], target: str, config: IndexConfig, corpus_hash: str, overwrite: bool, progress: bool,
@@ -72,21 +73,23 @@ def backend(target: str | Path) -> IndexBackend:
     return INDEX_SCHEMES.get(scheme_of(target))
 
 
-def open_index(target: str | Path, embedder_options: dict[str, Any] | None = None) -> Any:
-    """The index at `target` (a directory or an index URI), checked and ready to search."""
+def open_index(target: str | Path, embedder_options: dict[str, Any] | None = None) -> Index:
+    """The index at `target` (a directory or an index URI), checked and ready to search;
+    `close()` it (or open it in a `with`) when done: a Milvus index holds a connection."""
     return backend(target).open(str(target), embedder_options)
 
 
-def close_index(index: Any) -> None:
+def close_index(index: Index | None) -> None:
     """Release what an opened index holds (a server connection; a Milvus Lite file's
-    lock). An index directory holds nothing: a no-op for it, and for None."""
+    lock). A no-op for None (and for an object without `close`, e.g. the `index` a
+    third-party retriever may carry)."""
     close = getattr(index, "close", None)
     if callable(close):
         close()
 
 
 @contextmanager
-def opened_index(target: str | Path, embedder_options: dict[str, Any] | None = None) -> Iterator[Any]:
+def opened_index(target: str | Path, embedder_options: dict[str, Any] | None = None) -> Iterator[Index]:
     """`open_index` for a `with` block: the index is closed when the block ends, so a
     command that reads an index for a moment does not keep a Lite file locked."""
     index = open_index(target, embedder_options)
@@ -124,10 +127,10 @@ class DirectoryBackend:
     """An index directory (`marag.index.store`)."""
 
     @staticmethod
-    def open(target: str, embedder_options: dict[str, Any] | None = None) -> Any:
-        from marag.index.store import open_index as open_dir
+    def open(target: str, embedder_options: dict[str, Any] | None = None) -> Index:
+        from marag.index.store import open_directory
 
-        return open_dir(target, embedder_options)
+        return open_directory(target, embedder_options)
 
     @staticmethod
     def build(chunks, target, config, corpus_hash, overwrite, progress, batch_size) -> None:
@@ -154,7 +157,7 @@ class MilvusBackend:
     `milvus://HOST:PORT/NAME`."""
 
     @staticmethod
-    def open(target: str, embedder_options: dict[str, Any] | None = None) -> Any:
+    def open(target: str, embedder_options: dict[str, Any] | None = None) -> Index:
         from marag.index.milvus import open_milvus
 
         return open_milvus(target, embedder_options)

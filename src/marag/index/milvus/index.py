@@ -92,9 +92,9 @@ def check_embedder(embedder, recorded: dict[str, Any], t: MilvusTarget) -> None:
 
 
 class MilvusIndex:
-    """An opened Milvus index, with the interface of an index directory (`Index`) that
-    strategies and the evaluation use: manifest, config, retriever(kind, collection),
-    collections(), chunks, position(chunk_id).
+    """An opened Milvus index, an `Index` (marag.index.base) as an index directory is:
+    manifest, config, retriever(kind, collection), collections(), chunks,
+    position(chunk_id), close().
 
     It holds a connection (for a Lite file, the file's lock, released when the last
     index of the file in this process closes): `close()` it, or use it in a `with`."""
