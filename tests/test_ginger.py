@@ -13,16 +13,16 @@ import numpy as np
 import pytest
 
 from marag.agents.ginger import concatenated_query, search_strings, spans
-from marag.errors import MaragError
-from marag.index import facets as facets_module
-from marag.index.cross_encoder import CROSS_ENCODER_ENV, OnnxCrossEncoder
-from marag.index.facets import (
+from marag.agents.search import facets as facets_module
+from marag.agents.search.facets import (
     BERTOPIC_INSTALL,
     agglomerative,
     cluster_facets,
     singletons_for_outliers,
 )
-from marag.index.fusion import rrf
+from marag.agents.search.fusion import rrf
+from marag.errors import MaragError
+from marag.index.cross_encoder import CROSS_ENCODER_ENV, OnnxCrossEncoder
 from marag.index.pipeline import index_corpus
 from marag.index.rerank import cross_encoder_available, get_reranker
 from marag.index.store import IndexConfig

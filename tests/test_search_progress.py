@@ -13,8 +13,8 @@ from judging import judge_page
 
 from marag.agents.mrag import AGENT_NAMES
 from marag.agents.mrag.searcher import clean_query
+from marag.agents.search.memory import SearchMemory, overlap, query_terms
 from marag.index.base import Hit
-from marag.index.memory import SearchMemory, overlap, query_terms
 from marag.llm import ScriptedLLM
 from marag.strategies.mrag import MRAG
 from twohop import DOCS, MORE_DOCS, QUESTION, bm25_retriever

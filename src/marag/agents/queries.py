@@ -8,7 +8,7 @@ import re
 from urllib.parse import unquote_plus
 
 from marag.agents.layout import clip
-from marag.index.memory import query_terms
+from marag.agents.search.memory import query_terms
 
 QUERY_MAX_CHARS = 120
 

@@ -29,7 +29,7 @@ behaviour (PAPER_SETTINGS); every deviation of ours is a named field it turns of
    passage's sentence closest to the question stands in, so the answer is not empty.
 5. Clustering: nuggets embedded and grouped into facets (`clusterer`: BERTopic, the
    paper's, an optional extra; or average-linkage agglomerative on cosine distance cut at
-   `cluster_threshold`, ours and the default, SciPy only; `marag.index.facets`). Facets
+   `cluster_threshold`, ours and the default, SciPy only; `marag.agents.search.facets`). Facets
    are ranked (`cluster_ranking`) by the paper's pairwise LLM preferences between their
    nuggets (both orders, wins as in step 3, the top d by cosine within
    `pairwise_max_calls`), or by the mean similarity of their nuggets to the question
@@ -96,12 +96,12 @@ from marag.agents.ginger import (
     search_strings,
     spans,
 )
+from marag.agents.search.facets import check_clusterer, cluster_facets
+from marag.agents.search.fusion import rrf
 from marag.errors import MaragError
 from marag.index.base import Hit
 from marag.index.cross_encoder import SUPPLY_HINT
 from marag.index.embed import normalize_rows, similarity_to
-from marag.index.facets import check_clusterer, cluster_facets
-from marag.index.fusion import rrf
 from marag.index.rerank import cross_encoder_available, get_reranker
 from marag.strategies.base import (
     ANSWER_PAPER_SETTINGS,
@@ -148,7 +148,7 @@ class GingerConfig(PaperSwitch, AnsweringConfig):
     pairwise_max_calls: int = Field(default=40, ge=2, le=10_000)  # per pairwise stage (passages, facets)
     m: int = Field(default=10, ge=1, le=40)  # passages for nugget detection
     passage_chars: int = Field(default=600, ge=100, le=3000)
-    clusterer: str = "agglomerative"  # a name in marag.index.facets.FACET_CLUSTERERS ("bertopic": optional extra)
+    clusterer: str = "agglomerative"  # a name in marag.agents.search.facets.FACET_CLUSTERERS ("bertopic": optional extra)
     cluster_ranking: Literal["cosine", "pairwise"] = "cosine"
     nugget_fallback: bool = True  # ours: no verified span anywhere -> each passage's closest sentence
     cluster_threshold: float = Field(default=0.5, gt=0.0, le=2.0)  # average-linkage cosine distance cut

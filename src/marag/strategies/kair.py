@@ -7,7 +7,7 @@ is Required R (open gaps; at first the question itself), the query history, and 
 refined context C (passages, verbatim). One cycle:
 1. query planning: the model proposes candidate queries, each for an open gap; the
    strategy scores them by relevance to an open gap minus `diversity_weight` times
-   their similarity to earlier queries (content-word overlap, `marag.index.memory`),
+   their similarity to earlier queries (content-word overlap, `marag.agents.search.memory`),
    rejects those above `redundancy_threshold`, and runs the best;
 2. retrieval of the top `k` (the paper: BM25, top 10; ours: the run's retriever; `retrieval`);
 3. knowledge update: facts the new passages state, each checked against what is known
@@ -67,8 +67,8 @@ from marag.agents.kair import (
 )
 from marag.agents.layout import clip
 from marag.agents.queries import clean_query
+from marag.agents.search.memory import SearchMemory, overlap, query_terms, repeated
 from marag.index.base import Hit
-from marag.index.memory import SearchMemory, overlap, query_terms, repeated
 from marag.llm.base import LLM
 from marag.llm.budget import budget_spent, grace
 from marag.llm.factory import LLMConfig, make_llm

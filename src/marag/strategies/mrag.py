@@ -109,8 +109,8 @@ from marag.agents.mrag import (
 )
 from marag.agents.mrag._shared import pack_texts
 from marag.agents.queries import topic_words
+from marag.agents.search.memory import SearchMemory, query_terms
 from marag.index.base import Hit, Retriever
-from marag.index.memory import SearchMemory, query_terms
 from marag.llm.base import LLM
 from marag.llm.budget import budget_spent, grace
 from marag.llm.factory import LLMConfig, make_llm

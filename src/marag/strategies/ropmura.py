@@ -72,11 +72,11 @@ from marag.agents.ropmura import (
     SplitInput,
     Splitter,
 )
+from marag.agents.search.memory import repeated
 from marag.errors import MaragError
 from marag.index.base import Hit
 from marag.index.cluster import boundary
 from marag.index.embed import similarity_to
-from marag.index.memory import repeated
 from marag.index.rerank import EmbeddingReranker
 from marag.llm.budget import budget_spent, grace
 from marag.strategies.base import ANSWER_PAPER_SETTINGS, STRATEGIES, AnsweringConfig, PaperSwitch, Strategy, register_variant

@@ -21,7 +21,7 @@ from the question, searched and reflected, then one answer) and `unirag_1search`
 Our additions (each off with `paper=true`): the search memory (a search returns only
 documents no earlier search of the question returned; a query that repeats an earlier
 one is sent back to the planner once, and a planner that repeats itself again goes to
-the final answer, `marag.index.memory`), queries cleaned of copied bookkeeping,
+the final answer, `marag.agents.search.memory`), queries cleaned of copied bookkeeping,
 `search_first` (a final answer before any search is turned into a search for the
 question, recorded as a guard step: small models answer at once from nothing), the
 `evidence_floor` (a search whose reflection gives no evidence keeps its top 2 documents,
@@ -69,9 +69,9 @@ from marag.agents.unirag import (
     SourcesAnswer,
     render_memory,
 )
+from marag.agents.search.memory import SearchMemory
 from marag.index.base import Hit
 from marag.index.links import title_links
-from marag.index.memory import SearchMemory
 from marag.index.traced import hit_of
 from marag.index.rerank import EmbeddingReranker
 from marag.llm.budget import budget_spent, grace

@@ -19,7 +19,7 @@ Model calls, each a small agent with its own fallback:
   and everything found so far). Fallback: end; with `heuristic_fallbacks` continue when
   the page added something new and the query has pages left.
 
-Search memory (`memory=True`, ours; `marag.index.memory`): pages hold only documents no
+Search memory (`memory=True`, ours; `marag.agents.search.memory`): pages hold only documents no
 search of this question returned before, and a query that repeats an earlier one (same
 content words) is rejected (recorded as a `searcher.query_rejected` step): the query
 writer is asked for another (`query_retries` times), then the query is seeded by the
@@ -52,9 +52,9 @@ from marag.agents.base import Agent, narrowed
 from marag.agents.queries import QUERY_MAX_CHARS, clean_query, content_words, topic_words
 from marag.agents.layout import numbered_passages
 from marag.agents.mrag._shared import Doc, clip, doc_from_hit, laid_out, render_lines
+from marag.agents.search.memory import SearchFn, SearchMemory, query_terms
 from marag.errors import StructuredOutputError
 from marag.index.base import Hit
-from marag.index.memory import SearchFn, SearchMemory, query_terms
 from marag.llm.base import LLM, Message
 from marag.llm.budget import budget_spent
 from marag.trace import record_read, step
