@@ -71,3 +71,37 @@ def test_an_agent_without_type_arguments_or_models_fails_when_defined():
         Output = B
 
     assert (Declared.Input, Declared.Output) == (A, B)
+
+
+def test_roles_are_qualified_by_the_strategy_and_come_from_its_agents():
+    from marag.strategies import STRATEGIES
+
+    mrag, unirag = STRATEGIES.get("mrag"), STRATEGIES.get("unirag")
+    assert STRATEGIES.get("mrag_paper").roles() == mrag.roles() and STRATEGIES.get("mrag_paper").family() == "mrag"
+    assert {"mrag.planner", "mrag.searcher", "mrag.searcher.query", "mrag.answerer"} <= set(mrag.roles())
+    assert "mrag.searcher.query" not in mrag.roles(nested=False)  # held by the searcher, not called by mRAG
+    assert "unirag.planner" in unirag.roles() and "mrag.planner" not in unirag.roles()
+    assert unirag.trainable_roles() == ("unirag.planner", "unirag.reflector")
+    assert "mrag.answerer" not in mrag.trainable_roles() and "mrag.searcher.judge" in mrag.trainable_roles()
+
+
+def test_role_settings_take_qualified_names_and_bare_ones_with_a_warning():
+    from marag.llm import ScriptedLLM
+    from marag.strategies import make_strategy
+    from marag.strategies.base import RoleNameWarning
+
+    s = make_strategy("unirag_paper", ScriptedLLM(), object(), {"role_temperatures": {"unirag.planner": 0.7}})
+    assert s.role_setting(s.config.role_temperatures, "planner", 0.0) == 0.7
+    with pytest.warns(RoleNameWarning, match="'reflector': bare role names are deprecated, write 'unirag.reflector'"):
+        s = make_strategy("unirag", ScriptedLLM(), object(), {"role_temperatures": {"reflector": 0.3}})
+    assert s.config.role_temperatures == {"reflector": 0.3}  # kept as written: a run's settings (and id) are unchanged
+    assert s.role_setting(s.config.role_temperatures, "reflector", 0.0) == 0.3
+    with pytest.warns(RoleNameWarning, match="write 'mrag.searcher'"):
+        m = make_strategy("mrag", ScriptedLLM(), object(), {"role_temperatures": {"searcher": 0.5, "mrag.answerer": 0.1}})
+    assert (m._temperature("searcher"), m._temperature("answerer"), m._temperature("planner")) == (0.5, 0.1, 0.0)
+    from marag.errors import MaragError
+
+    with pytest.raises(MaragError, match="unknown role 'mrag.searcher.query': choose among mrag.coordinator"):
+        make_strategy("mrag", ScriptedLLM(), object(), {"role_temperatures": {"mrag.searcher.query": 0.5}})
+    with pytest.raises(MaragError, match="unknown role 'mrag.planner'"):
+        make_strategy("unirag", ScriptedLLM(), object(), {"role_temperatures": {"mrag.planner": 0.5}})

@@ -58,3 +58,25 @@ def test_a_model_that_only_writes_garbage_never_fails_a_question(name, retriever
     assert isinstance(ans.answer, str)
     assert any(s.status == "fallback" for s in ans.trace.steps)
     assert ans.usage["llm_calls"] <= BUDGET["max_llm_calls"]
+
+
+@pytest.mark.parametrize("name", STRATEGIES.names())
+def test_roles_are_declared_and_name_every_step_that_calls_the_model(name, retriever):
+    """`roles()` comes from the agents a strategy declares: qualified by its family (the
+    same for every variant), and every trace step that called the model is one of them,
+    under the name the LLM port sees (`current_role`: LoRA routing keys on it)."""
+    from marag.trace import current_role
+
+    cls = STRATEGIES.get(name)
+    roles = cls.roles()
+    assert roles and len(set(roles)) == len(roles) and all(r.startswith(cls.family() + ".") for r in roles)
+    seen: set[str | None] = set()
+
+    def reply(messages, output):
+        seen.add(current_role())
+        return placeholder_reply(messages, output)
+
+    ans = run(name, ScriptedLLM(fn=reply), retriever)
+    called = {f"{cls.family()}.{s.agent}" for s in ans.trace.steps if s.llm_calls}
+    assert called and called <= set(roles)
+    assert seen == called

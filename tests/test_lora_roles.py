@@ -16,7 +16,8 @@ from marag.llm.llamacpp import LlamaCppLLM, resolve_lora_roles
 from marag.strategies import make_strategy
 from twohop import QUESTION, bm25_retriever, mrag_replies
 
-TRAINED = ["coordinator", "planner", "searcher", "searcher.query", "searcher.judge", "searcher.next", "summarizer", "reasoner", "validator"]
+TRAINED = ["mrag.coordinator", "mrag.planner", "mrag.searcher", "mrag.searcher.query", "mrag.searcher.judge", "mrag.searcher.next",
+           "mrag.summarizer", "mrag.reasoner", "mrag.validator"]  # fmt: skip
 
 
 def mrag_reply(name: str) -> dict:
@@ -71,7 +72,7 @@ def test_the_adapter_goes_only_to_the_roles_it_was_trained_for(files, tmp_path):
     roles = {role for role, _, _ in calls}
     assert {"coordinator", "searcher.query", "answerer"} <= roles
     for role, model, scale in calls:
-        if role in TRAINED:
+        if f"mrag.{role}" in TRAINED:
             assert (model, scale) == ("base.gguf+adapter.gguf", 1.0), role
         else:  # the answerer: base weights, recorded under the base model's name
             assert (model, scale) == ("base.gguf", 0.0), role
@@ -79,7 +80,7 @@ def test_the_adapter_goes_only_to_the_roles_it_was_trained_for(files, tmp_path):
 
 def test_named_roles_and_all(files, tmp_path):
     base, adapter = files
-    calls, _ = run_mrag(LlamaCppLLM(base, lora=adapter, lora_roles=["answerer"]), tmp_path / "a")
+    calls, _ = run_mrag(LlamaCppLLM(base, lora=adapter, lora_roles=["mrag.answerer"]), tmp_path / "a")
     assert {(r, s) for r, _, s in calls if r == "answerer"} == {("answerer", 1.0)}
     assert {s for r, _, s in calls if r != "answerer"} == {0.0}
     calls, _ = run_mrag(LlamaCppLLM(base, lora=adapter, lora_roles=["*"]), tmp_path / "b")
@@ -104,7 +105,25 @@ def test_the_command_line_records_the_roles(files):
 
     base, adapter = files
     assert cli._lora(adapter, None) == {"lora": str(adapter.resolve()), "lora_roles": TRAINED}
-    assert cli._lora(adapter, "coordinator,planner")["lora_roles"] == ["coordinator", "planner"]
+    assert cli._lora(adapter, "mrag.coordinator,mrag.planner")["lora_roles"] == ["mrag.coordinator", "mrag.planner"]
     assert cli._lora(adapter, "all")["lora_roles"] == ["*"]
     with pytest.raises(MaragError, match="needs --lora"):
         cli._lora(None, "coordinator")
+
+
+def test_qualified_roles_tell_strategies_apart_and_bare_names_still_work(files, tmp_path):
+    """`vanilla_rag.answerer` is not mRAG's answerer; a bare `answerer` (an older
+    adapter.json or --lora-roles) still means every strategy's answerer, and the command
+    line warns."""
+    from marag import cli
+    from marag.strategies.base import RoleNameWarning
+
+    base, adapter = files
+    calls, _ = run_mrag(LlamaCppLLM(base, lora=adapter, lora_roles=["vanilla_rag.answerer", "unirag.coordinator"]), tmp_path / "a")
+    assert {s for _, _, s in calls} == {0.0}
+    calls, _ = run_mrag(LlamaCppLLM(base, lora=adapter, lora_roles=["mrag.answerer"]), tmp_path / "b")
+    assert {r for r, _, s in calls if s == 1.0} == {"answerer"}
+    calls, _ = run_mrag(LlamaCppLLM(base, lora=adapter, lora_roles=["answerer", "searcher.query"]), tmp_path / "c")
+    assert {r for r, _, s in calls if s == 1.0} == {"answerer", "searcher.query"}
+    with pytest.warns(RoleNameWarning, match="'planner': bare role names are deprecated, write mrag.planner or unirag.planner"):
+        assert cli._lora(adapter, "planner")["lora_roles"] == ["planner"]  # kept as written: the run's config is unchanged

@@ -67,7 +67,7 @@ def test_sample_reward_select_export_with_resume(data_dir, tmp_path, monkeypatch
     assert sorted((r["qid"], r["t"]) for r in rows) == sorted({(r["qid"], r["t"]) for r in rows}) and len(rows) == 6
     temps = {c["model"] for r in rows for s in r["trace"]["steps"] for c in s["llm_calls"]}
     assert temps  # calls were made; their temperatures are in the strategy config below
-    assert rows[0]["trace"]["config"]["role_temperatures"]["answerer"] == 0.1 and rows[0]["trace"]["config"]["temperature"] == 0.7
+    assert rows[0]["trace"]["config"]["role_temperatures"]["mrag.answerer"] == 0.1 and rows[0]["trace"]["config"]["temperature"] == 0.7
     assert {r["trace"]["config"]["seed"] for r in rows} == {0, 1, 2}
 
     calls = []
@@ -92,7 +92,7 @@ def test_sample_reward_select_export_with_resume(data_dir, tmp_path, monkeypatch
     chosen = [json.loads(x) for x in select_file(cfg, directory).read_text().splitlines()]
     assert len(chosen) == 6  # every trajectory of a question ties here: at most 3 per question
     sft = [json.loads(x) for x in export(cfg, directory).read_text().splitlines()]
-    assert sft and {e["role"] for e in sft} <= set(cfg.trainable_roles) and "answerer" not in {e["role"] for e in sft}
+    assert sft and {e["role"] for e in sft} <= set(cfg.trainable_roles) and "mrag.answerer" not in {e["role"] for e in sft}
 
 
 def test_finetune_resumes_only_its_own_checkpoints(tmp_path):
@@ -271,7 +271,7 @@ def test_unirag_trajectories_on_synagent_questions_train_planner_and_reflector(d
     asyncio.run(generate(ScriptedLLM(fn=synth_writer), idx, 2, qfile, style="synagent", seed=1, progress=False))
     cfg = TrainConfig(dataset=str(qfile), strategy="unirag", index_path=str(tmp_path / "idx"), trajectories=2,
                       settings={"max_searches": 2}, concurrency=1)  # fmt: skip
-    assert cfg.trainable_roles == ["planner", "reflector"]
+    assert cfg.trainable_roles == ["unirag.planner", "unirag.reflector"]
     llm = TemperatureLog(ScriptedLLM(fn=unirag_script))
     directory = tmp_path / "train"
     asyncio.run(sample(cfg, directory, llm=llm, progress=False))  # the index comes from index_path
@@ -286,12 +286,14 @@ def test_unirag_trajectories_on_synagent_questions_train_planner_and_reflector(d
     assert json.loads((directory / "train.json").read_text())["reward"] == "reference"
     select_file(cfg, directory)
     sft = [json.loads(x) for x in export(cfg, directory).read_text().splitlines()]
-    assert {e["role"] for e in sft} == {"planner", "reflector"}  # never the final answer
+    assert {e["role"] for e in sft} == {"unirag.planner", "unirag.reflector"}  # never the final answer
 
 
 def test_trainable_roles_follow_the_strategy():
-    assert "coordinator" in TrainConfig(dataset="d").trainable_roles and "answerer" not in TrainConfig(dataset="d").trainable_roles
-    assert TrainConfig(dataset="d", strategy="unirag_paper").trainable_roles == ["planner", "reflector"]
+    assert "mrag.coordinator" in TrainConfig(dataset="d").trainable_roles and "mrag.answerer" not in TrainConfig(dataset="d").trainable_roles
+    assert TrainConfig(dataset="d", strategy="unirag_paper").trainable_roles == ["unirag.planner", "unirag.reflector"]
+    # a train.json from before roles were qualified reads as the same settings
+    assert TrainConfig(dataset="d", strategy="unirag", trainable_roles=["planner", "reflector"]) == TrainConfig(dataset="d", strategy="unirag")
     with pytest.raises(ValueError, match="no trainable roles known for strategy 'kair'"):
         TrainConfig(dataset="d", strategy="kair")
     assert TrainConfig(dataset="d", strategy="kair", trainable_roles=["agent"]).trainable_roles == ["agent"]

@@ -163,7 +163,10 @@ def _lora(lora: Path | None, roles: str | None) -> dict:
             raise MaragError("--lora-roles needs --lora", hint="add --lora PATH/adapter.gguf (from `marag train finetune`)")
         return {}
     from marag.llm.llamacpp import resolve_lora_roles
+    from marag.strategies.base import warn_bare_roles
 
+    if roles:  # qualified names (mrag.planner); a bare one still works, kept as written
+        warn_bare_roles(_csv(roles), "--lora-roles")
     return {"lora": str(lora.resolve()), "lora_roles": resolve_lora_roles(lora, _csv(roles) if roles else None)}
 
 

@@ -39,7 +39,7 @@ NCtxOpt = Annotated[
 LoraOpt = Annotated[Optional[Path], typer.Option(help="Local model: a LoRA adapter GGUF applied to it (from `marag train finetune`).")]
 LoraRolesOpt = Annotated[
     Optional[str],
-    typer.Option(help="Roles whose calls carry the --lora adapter, comma-separated, or 'all' (default: the roles it was trained for, from its adapter.json; the answerer stays on the base weights)."),
+    typer.Option(help="Roles whose calls carry the --lora adapter, comma-separated, as <strategy>.<role> (e.g. mrag.planner, unirag.reflector), or 'all' (default: the roles it was trained for, from its adapter.json; the answerer stays on the base weights)."),
 ]
 ConcurrencyOpt = Annotated[int, typer.Option(help="Questions answered at once.")]
 CacheDirOpt = Annotated[Optional[Path], typer.Option(help="Cache LLM responses in this directory (an unchanged request is not asked again).")]

@@ -34,9 +34,11 @@ file of your own):
 LoRA adapters per role: `lora=PATH` loads a llama.cpp adapter GGUF (e.g. from `marag
 train finetune`) once, and each request says whether it applies (llama.cpp's
 per-request adapter scale, 1 or 0; a request at scale 0 is the base model's, and one
-server serves both). It applies to the calls of the roles in `lora_roles`, the agent
-names of the trace step the call is made in, which are the names training exports by;
-`None` means the roles the adapter was trained for (`adapter.json` beside it, written
+server serves both). It applies to the calls of the roles in `lora_roles`: qualified
+role names (`mrag.planner`: the strategy running and the agent name of the trace step
+the call is made in, `marag.trace.current_role`), which are the names training exports
+by; a bare agent name (`planner`, from before roles were qualified, or an older
+adapter.json) still matches that agent in every strategy; `None` means the roles the adapter was trained for (`adapter.json` beside it, written
 by `marag train finetune`), or every call for an adapter without one; `["*"]` every
 call. A call that carried the adapter is recorded (and cached) under the model name
 `base.gguf+adapter.gguf`, one on the base weights under `base.gguf`.
@@ -58,7 +60,7 @@ from typing import Any
 
 from marag.errors import ContextOverflowError, LLMError
 from marag.llm.chat import ChatModel, Completion
-from marag.trace import current_step
+from marag.trace import current_role, current_step
 
 def adapter_roles(lora: str | Path) -> list[str] | None:
     """The roles an adapter is for, from the `adapter.json` that `marag train finetune`
@@ -137,8 +139,8 @@ class LlamaCppLLM(ChatModel):
             return False
         if self.lora_roles is None:
             return True
-        s = current_step()
-        return s is not None and s.agent in self.lora_roles
+        s = current_step()  # its qualified role, or (a bare name given) its agent in any strategy
+        return s is not None and (current_role() in self.lora_roles or s.agent in self.lora_roles)
 
     def cache_kind(self) -> str:
         # the layout decides the replies; "compact" keeps the key replies were cached

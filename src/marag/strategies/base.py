@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import asyncio
 import time
+import warnings
+from collections.abc import Iterable
 from dataclasses import replace
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from marag.agents.answerer import ANSWER_STYLES, AnswerStyle
+from marag.errors import MaragWarning
 from marag.index.base import Hit, Retriever
 from marag.llm.base import LLM
 from marag.llm.budget import Budget, activate_budget
@@ -18,6 +21,12 @@ from marag.registry import Registry
 from marag.trace import Trace, activate
 
 STRATEGIES: Registry[type["Strategy"]] = Registry("strategies")
+T = TypeVar("T")
+
+
+class RoleNameWarning(MaragWarning, FutureWarning):
+    """A bare role name (`planner`) where a qualified one (`mrag.planner`) is meant:
+    still accepted, to be written the new way."""
 
 
 class Source(BaseModel):
@@ -142,6 +151,65 @@ class Strategy:
     # settings: `marag strategies` shows it and `marag eval` estimates a run's calls by it
     calls: ClassVar[tuple[int, int]] = (1, 1)
     variant_of: ClassVar[str | None] = None  # set by `register_variant`
+    # Its roles, declared: the agent classes it runs (one role each, named `agent.name`);
+    # an agent class may hold agents of its own (`agents`, e.g. mRAG's searcher). A role's
+    # identity is `<family>.<agent name>` (`mrag.planner`, `unirag.planner`): see `roles`.
+    agents: ClassVar[tuple[type, ...]] = ()
+    # the agents self-training trains by default (`marag train`); none: not trainable
+    trains: ClassVar[tuple[type, ...]] = ()
+
+    @classmethod
+    def family(cls) -> str:
+        """The registered name of the strategy a variant is of (`mrag` for `mrag_paper`):
+        the first part of its roles' names, the same for every variant."""
+        for k in cls.__mro__:
+            if "name" in k.__dict__ and not k.__dict__.get("variant_of"):
+                return k.__dict__["name"]
+        return cls.name
+
+    @classmethod
+    def role_agents(cls, agents: Iterable[type] | None = None, nested: bool = True) -> dict[str, type]:
+        """Qualified role name -> agent class, for the declared `agents` (or those given),
+        and with `nested` the agents they hold, in declaration order. Two classes of one
+        name (a variant of a role) are one role."""
+        out: dict[str, type] = {}
+        for agent in cls.agents if agents is None else agents:
+            out.setdefault(f"{cls.family()}.{agent.name}", agent)
+            if nested:
+                out.update({k: v for k, v in cls.role_agents(getattr(agent, "agents", ()), nested).items() if k not in out})
+        return out
+
+    @classmethod
+    def roles(cls, nested: bool = True) -> tuple[str, ...]:
+        """Its roles' qualified names (`mrag.planner`, ...), from the agents it declares:
+        the names its trace steps have, qualified by `family()`, and the names LoRA roles,
+        training and role settings use. `nested=False`: only the agents it calls itself."""
+        return tuple(cls.role_agents(nested=nested))
+
+    @classmethod
+    def trainable_roles(cls) -> tuple[str, ...]:
+        """The roles `marag train` trains by default (the agents in `trains` and theirs)."""
+        return tuple(cls.role_agents(cls.trains))
+
+    @classmethod
+    def role_name(cls, name: str, allowed: Iterable[str] | None = None, setting: str = "role") -> str:
+        """`name` as one of its qualified roles (`allowed`, default all): a bare agent name
+        (`planner`, as written before roles were qualified) still works, with a
+        `RoleNameWarning` naming the new one; an unknown name is a ValueError listing them."""
+        allowed = tuple(cls.roles() if allowed is None else allowed)
+        if name in allowed:
+            return name
+        qualified = f"{cls.family()}.{name}"
+        if qualified in allowed:
+            warnings.warn(f"{setting} {name!r}: bare role names are deprecated, write {qualified!r}", RoleNameWarning, stacklevel=3)
+            return qualified
+        raise ValueError(f"unknown role {name!r}: choose among {', '.join(allowed)}")
+
+    @classmethod
+    def role_setting(cls, values: dict[str, T], role: str, default: T) -> T:
+        """A per-role setting (`role_temperatures`, ...) for the role whose bare agent name
+        is `role`: its qualified key, else its bare (deprecated) key, else `default`."""
+        return values.get(f"{cls.family()}.{role}", values.get(role, default))
 
     def __init__(self, llm: LLM, retriever: Retriever | None = None, config: StrategyConfig | dict | None = None):
         if self.needs_retriever and retriever is None:
@@ -179,7 +247,7 @@ class Strategy:
         trace = Trace(question=question, strategy=self.name, config=config)
         t0 = time.perf_counter()
         budget = self.config.budget()
-        with activate(trace), activate_budget(budget):
+        with activate(trace, roles=self.family()), activate_budget(budget):
             text, hits = await self.solve(question)
         trace.answer = text
         trace.budget = {
@@ -239,6 +307,19 @@ def register_variant(base: type[Strategy], name: str, description: str, *, calls
 
 def make_strategy(name: str, llm: LLM, retriever: Retriever | None = None, config: dict | None = None) -> Strategy:
     return STRATEGIES.get(name)(llm, retriever, config)
+
+
+def warn_bare_roles(names: Iterable[str], setting: str = "role") -> None:
+    """A `RoleNameWarning` for each bare role name among `names` (e.g. `--lora-roles
+    planner`), naming the qualified roles it stands for (`mrag.planner`,
+    `unirag.planner`). Bare names still work where they did: they match that agent name
+    in every strategy."""
+    known = {r for n in STRATEGIES.names() for r in STRATEGIES.get(n).roles()}
+    for name in names:
+        if name in known:
+            continue
+        if matches := sorted({r for r in known if r.split(".", 1)[1] == name}):
+            warnings.warn(f"{setting} {name!r}: bare role names are deprecated, write {' or '.join(matches)}", RoleNameWarning, stacklevel=2)
 
 
 async def run_many(strategy: Strategy, questions: list[str], concurrency: int = 4, progress: bool = False) -> list[Answer]:

@@ -27,6 +27,7 @@ class LLMOnly(Strategy):
     description = "No retrieval: the LLM answers from its own knowledge."
     needs_retriever = False
     Config = LLMOnlyConfig
+    agents = (Answerer,)
 
     async def solve(self, question: str) -> tuple[str, list[Hit]]:
         out = await Answerer(self.config.style())(
@@ -50,6 +51,7 @@ class CoT(Strategy):
     description = "No retrieval: the LLM reasons step by step from its own knowledge, then answers."
     needs_retriever = False
     Config = CoTConfig
+    agents = (ChainOfThought,)
 
     async def solve(self, question: str) -> tuple[str, list[Hit]]:
         cfg = self.config
@@ -71,6 +73,7 @@ class VanillaRAG(Strategy):
     paper = "baseline (retrieve-then-read, mRAG's k=2)"
     description = "Retrieve k passages (default 2), answer from them, cite them."
     Config = VanillaRAGConfig
+    agents = (Answerer,)
 
     async def solve(self, question: str) -> tuple[str, list[Hit]]:
         hits = await self.search(question, self.config.k)

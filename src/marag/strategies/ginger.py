@@ -167,6 +167,7 @@ class Ginger(Strategy):
     calls = (40, 45)
     description = "Rewrite, hybrid retrieval + RRF, point/pairwise rerank, nuggets, facets, grounded summaries (Łajewska et al.)."
     Config = GingerConfig
+    agents = (Rewriter, ProvisionalAnswer, PointwiseJudge, PairwiseJudge, NuggetDetector, FacetPairwiseJudge, FacetSummarizer, FluencyRewriter, ConciseAnswerer)
 
     def __init__(self, llm, retriever=None, config=None):
         super().__init__(llm, retriever, config)

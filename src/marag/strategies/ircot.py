@@ -56,6 +56,7 @@ class IRCoT(Strategy):
     calls = (1, 5)
     description = "Retrieval interleaved with chain-of-thought: each reasoning sentence is the next query (Trivedi et al. 2023)."
     Config = IRCoTConfig
+    agents = (Thinker, Answerer)
 
     async def solve(self, question: str) -> tuple[str, list[Hit]]:
         cfg = self.config

@@ -145,6 +145,7 @@ class KAIR(Strategy):
     calls = (5, 8)
     description = "Knowledge-aware iterative retrieval: known/required state, gap-driven queries, refined context, then a generator."
     Config = KAIRConfig
+    agents = (QueryPlanner, ContextFilter, KnowledgeUpdater, Moderator, Answerer)
 
     def __init__(self, llm: LLM, retriever=None, config=None):
         super().__init__(llm, retriever, config)

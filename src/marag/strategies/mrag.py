@@ -79,7 +79,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from pydantic import Field, field_validator
+from pydantic import Field, ValidationInfo, field_validator
 
 from marag.agents.base import Agent
 from marag.agents.mrag import (
@@ -117,7 +117,6 @@ from marag.llm.factory import LLMConfig, make_llm
 from marag.strategies.base import ANSWER_PAPER_SETTINGS, OPERATOR_ONLY, STRATEGIES, AnsweringConfig, PaperSwitch, Strategy, register_variant
 from marag.trace import current_trace, normalize_query, step
 
-ROLES = ("coordinator", "planner", "searcher", "summarizer", "reasoner", "validator", "answerer", "reviser")
 SEQUENCE = ("planner", "searcher", "answerer", "finisher")
 
 
@@ -176,9 +175,10 @@ class MRAGConfig(PaperSwitch, AnsweringConfig):
 
     @field_validator("role_llms", "role_temperatures")
     @classmethod
-    def _known_roles(cls, v: dict[str, Any]) -> dict[str, Any]:
-        if unknown := sorted(set(v) - set(ROLES)):
-            raise ValueError(f"unknown role(s) {unknown}: choose among {', '.join(ROLES)}")
+    def _known_roles(cls, v: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
+        # keys: the roles mRAG calls (`mrag.searcher`; the bare `searcher` still works), as given
+        for role in v:
+            MRAG.role_name(role, MRAG.roles(nested=False), info.field_name or "role")
         return v
 
 
@@ -246,6 +246,8 @@ class MRAG(Strategy):
         "Coordinator + planner/searcher/summarizer/reasoner/validator/answerer/reviser/finisher (Salemi et al. 2025)."
     )
     Config = MRAGConfig
+    agents = (Coordinator, Planner, Searcher, Summarizer, Reasoner, Validator, MRAGAnswerer, Reviser)
+    trains = (Coordinator, Planner, Searcher, Summarizer, Reasoner, Validator)  # never the answer writers
 
     def __init__(
         self,
@@ -255,8 +257,8 @@ class MRAG(Strategy):
         llms: dict[str, LLM] | None = None,
     ):
         super().__init__(llm, retriever, config)
-        if unknown := sorted(set(llms or {}) - set(ROLES)):
-            raise ValueError(f"unknown role(s) {unknown}: choose among {', '.join(ROLES)}")
+        for role in llms or {}:
+            self.role_name(role, self.roles(nested=False), "llms")
         self.llms = {role: make_llm(LLMConfig.model_validate(spec)) for role, spec in self.config.role_llms.items()}
         self.llms.update(llms or {})
 
@@ -405,10 +407,10 @@ class MRAG(Strategy):
 
     # -- the agents ------------------------------------------------------------------------
     def _llm(self, role: str) -> LLM:
-        return self.llms.get(role, self.llm)
+        return self.role_setting(self.llms, role, self.llm)
 
     def _temperature(self, role: str) -> float:
-        return self.config.role_temperatures.get(role, self.config.temperature)
+        return self.role_setting(self.config.role_temperatures, role, self.config.temperature)
 
     async def _call(self, agent: Agent, role: str, inp: Any) -> Any:
         return await agent(self._llm(role), inp, self._temperature(role), self.config.seed)

@@ -125,6 +125,7 @@ class RopMura(Strategy):
     calls = (5, 11)
     description = "Knowledge agents over separate collections, centroid routing, graded answers, multi-hop planner (Wu et al.)."
     Config = RopMuraConfig
+    agents = (Splitter, Selector, Judger, KnowledgeAgent, Router, Defender)
 
     def __init__(self, llm, retriever=None, config=None):
         super().__init__(llm, retriever, config)

@@ -78,7 +78,6 @@ from marag.llm.budget import budget_spent, grace
 from marag.strategies.base import ANSWER_PAPER_SETTINGS, STRATEGIES, AnsweringConfig, PaperSwitch, Strategy, register_variant
 from marag.trace import record_read, step
 
-ROLES = ("planner", "queries", "reflector", "final_answer")  # the agents' names, as traces record them
 PAPER_SETTINGS: dict[str, Any] = {
     **ANSWER_PAPER_SETTINGS,
     "memory": False,
@@ -144,8 +143,8 @@ class UniRAGConfig(PaperSwitch, AnsweringConfig):
     @field_validator("role_temperatures")
     @classmethod
     def _known_roles(cls, v: dict[str, float]) -> dict[str, float]:
-        if unknown := sorted(set(v) - set(ROLES)):
-            raise ValueError(f"unknown role(s) {unknown}: choose among {', '.join(ROLES)}")
+        for role in v:  # `unirag.planner` (the bare `planner` still works), kept as given
+            UniRAG.role_name(role, setting="role_temperatures")
         return v
 
 
@@ -160,6 +159,8 @@ class UniRAG(Strategy):
     calls = (4, 8)
     description = "One ReAct agent: thought, search, evidence reflector, working memory, search budget (Pham et al. 2025)."
     Config = UniRAGConfig
+    agents = (Planner, QueryPlanner, Reflector, FinalAnswer, SourcesAnswer)
+    trains = (Planner, Reflector)  # the paper's trained roles
 
     async def solve(self, question: str) -> tuple[str, list[Hit]]:
         cfg = self.config
@@ -321,7 +322,7 @@ class UniRAG(Strategy):
         return self._rr
 
     async def _call(self, agent, inp):
-        temperature = self.config.role_temperatures.get(agent.name, self.config.temperature)
+        temperature = self.role_setting(self.config.role_temperatures, agent.name, self.config.temperature)
         return await agent(self.llm, inp, temperature, self.config.seed)
 
 

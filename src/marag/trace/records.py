@@ -117,6 +117,9 @@ _current_trace: contextvars.ContextVar[Trace | None] = contextvars.ContextVar(
 _current_step: contextvars.ContextVar[Step | None] = contextvars.ContextVar(
     "marag_step", default=None
 )
+# whose roles the steps are: the strategy running (`mrag`), so a step `planner` is the
+# role `mrag.planner` (set by `activate(trace, roles=...)`; never written into the trace)
+_role_scope: contextvars.ContextVar[str] = contextvars.ContextVar("marag_role_scope", default="")
 
 
 def busy_seconds(trace: "Trace") -> float:
@@ -150,13 +153,28 @@ def current_step() -> Step | None:
     return _current_step.get()
 
 
+def current_role() -> str | None:
+    """The role whose model calls are made now: the open step's agent qualified by the
+    strategy running it (`mrag.planner`, `unirag.planner`), the bare agent name outside
+    a strategy's run, None outside any step. Trace steps keep the bare name; the
+    qualified one is what LoRA routing and training key on."""
+    s = _current_step.get()
+    if s is None:
+        return None
+    scope = _role_scope.get()
+    return f"{scope}.{s.agent}" if scope else s.agent
+
+
 @contextlib.contextmanager
-def activate(trace: Trace) -> Iterator[Trace]:
-    """Make `trace` the one the ports write into, for the duration of the block."""
+def activate(trace: Trace, roles: str = "") -> Iterator[Trace]:
+    """Make `trace` the one the ports write into, for the duration of the block;
+    `roles`: the strategy whose roles its steps are (see `current_role`)."""
     token = _current_trace.set(trace)
+    scope = _role_scope.set(roles)
     try:
         yield trace
     finally:
+        _role_scope.reset(scope)
         _current_trace.reset(token)
 
 

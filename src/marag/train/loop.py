@@ -26,8 +26,9 @@ as Agent-UniRAG trains its planner and reflector):
    reward is normalized so the best is 1 and the others 0 (`selected.jsonl`).
 4. `export`: every model call that trainable roles made in the selected trajectories
    becomes a chat example, one shared dataset for all roles (`sft.jsonl`):
-   {"messages": [system, user, assistant], "role": ..., "qid": ...}; each message has a
-   `weight` (1 only on the agent's own reply), so the loss falls only on its turns
+   {"messages": [system, user, assistant], "role": ..., "qid": ...} (the qualified role,
+   `mrag.planner`); each message has a `weight` (1 only on the agent's own reply), so
+   the loss falls only on its turns
    (TRL reads `messages` with `assistant_only_loss`; axolotl reads the weights).
 
 Files live in a training directory (`marag train ... --dir runs/train-X`), with the
@@ -51,34 +52,36 @@ from marag.llm import LLMConfig, make_llm
 from marag.strategies import STRATEGIES, make_strategy
 from marag.trace import Trace
 
-GENERATOR_ROLES = ("answerer", "reviser", "final_answer", "generator", "defender", "router.answer")
-# The roles trained by default, per strategy family: every agent that decides what is
-# searched and read, never the one that writes the answer.
+# The roles trained by default, per strategy family (qualified: `mrag.planner`), as the
+# strategies declare them (`Strategy.trains`): every agent that decides what is searched
+# and read, never the one that writes the answer.
 TRAINABLE_ROLES: dict[str, tuple[str, ...]] = {
-    "mrag": ("coordinator", "planner", "searcher", "searcher.query", "searcher.judge", "searcher.next", "summarizer", "reasoner", "validator"),
-    "unirag": ("planner", "reflector"),
+    f: STRATEGIES.get(f).trainable_roles() for f in STRATEGIES.names() if STRATEGIES.get(f).variant_of is None and STRATEGIES.get(f).trainable_roles()
 }  # fmt: skip
 # Settings of the reward stage: `train reward` may set them after sampling.
 REWARD_FIELDS = frozenset({"reward", "reference_weights", "judge_runs", "weights", "judge", "judged_by", "allow_self_judge", "max_ties"})
 
 
 def strategy_family(strategy: str) -> str | None:
-    """`mrag` for mrag and its variants (mrag_paper), `unirag` for UniRAG's; else None."""
-    return next((f for f in TRAINABLE_ROLES if strategy == f or strategy.startswith(f + "_")), None)
+    """`mrag` for mrag and its variants (mrag_paper), `unirag` for UniRAG's: a strategy
+    with trainable roles; else None."""
+    cls = STRATEGIES.get(strategy) if strategy in STRATEGIES else None
+    return cls.family() if cls is not None and cls.trainable_roles() else None
 
 
 def strategy_roles(strategy: str) -> tuple[str, ...]:
-    """Every role of the strategy's agents (for per-role sampling temperatures)."""
-    family = strategy_family(strategy)
-    if family == "mrag":
-        from marag.strategies.mrag import ROLES
+    """The roles the strategy calls itself, qualified (the keys of its per-role sampling
+    temperatures), from the agents it declares; none without `role_temperatures`."""
+    cls = STRATEGIES.get(strategy) if strategy in STRATEGIES else None
+    return cls.roles(nested=False) if cls is not None and "role_temperatures" in cls.Config.model_fields else ()
 
-        return ROLES
-    if family == "unirag":
-        from marag.strategies.unirag import ROLES
 
-        return ROLES
-    return ()
+def answer_roles(strategy: str) -> frozenset[str]:
+    """The strategy's roles that write the answer (its `StyledAnswer` agents)."""
+    from marag.agents.answerer import StyledAnswer
+
+    cls = STRATEGIES.get(strategy) if strategy in STRATEGIES else None
+    return frozenset(r for r, a in (cls.role_agents() if cls else {}).items() if issubclass(a, StyledAnswer))
 
 
 class TrainConfig(BaseModel):
@@ -108,11 +111,14 @@ class TrainConfig(BaseModel):
 
     @model_validator(mode="after")
     def _roles(self) -> TrainConfig:
+        cls = STRATEGIES.get(self.strategy) if self.strategy in STRATEGIES else None
         if not self.trainable_roles:
-            family = strategy_family(self.strategy)
-            if family is None:
+            if cls is None or not cls.trainable_roles():
                 raise ValueError(f"no trainable roles known for strategy {self.strategy!r}: train mrag or unirag (or their variants), or set trainable_roles")  # fmt: skip
-            self.trainable_roles = list(TRAINABLE_ROLES[family])
+            self.trainable_roles = list(cls.trainable_roles())
+        elif cls is not None:  # bare names (a train.json from before roles were qualified): qualified
+            known, family = cls.roles(), cls.family()
+            self.trainable_roles = [f"{family}.{r}" if r not in known and f"{family}.{r}" in known else r for r in self.trainable_roles]
         return self
 
 
@@ -170,7 +176,8 @@ async def sample(cfg: TrainConfig, directory: Path, data_dir=None, retriever=Non
         ecfg = EvalConfig(dataset=cfg.dataset, strategies=[cfg.strategy], index_path=cfg.index_path)
         retriever, _ = prepare_retrieval(ecfg, ds, Path(".marag/indexes"), progress)
     llm = llm or make_llm(cfg.llm)
-    roles = {r: (cfg.generator_temperature if r in GENERATOR_ROLES else cfg.temperature) for r in strategy_roles(cfg.strategy)}
+    writers = answer_roles(cfg.strategy)
+    roles = {r: (cfg.generator_temperature if r in writers else cfg.temperature) for r in strategy_roles(cfg.strategy)}
     # the dataset's answer style unless the settings give one, as `marag eval` does
     style = cfg.settings.get("answer_style", ds.answer_style)
     fixed = {"answer_style": style} if "answer_style" in cls.Config.model_fields else {}
@@ -443,15 +450,17 @@ def examples(trace: Trace | dict[str, Any], trainable: list[str]) -> list[dict[s
     """Chat examples from one trajectory: every model call a trainable role made, the
     prompt turns weighted 0 and the agent's own reply 1."""
     t = trace if isinstance(trace, Trace) else Trace.model_validate(trace)
+    family = STRATEGIES.get(t.strategy).family() if t.strategy in STRATEGIES else ""
     out = []
     for step in t.steps:
-        if step.agent not in trainable or step.status in ("fallback", "skipped"):
+        role = f"{family}.{step.agent}" if family else step.agent  # qualified: mrag.planner
+        if (role not in trainable and step.agent not in trainable) or step.status in ("fallback", "skipped"):
             continue  # a fallback's reply was unusable: not something to learn
         for call in step.llm_calls:
             if call.error or not call.response:
                 continue
             messages = [{**m, "weight": 0} for m in call.messages] + [{"role": "assistant", "content": call.response, "weight": 1}]
-            out.append({"messages": messages, "role": step.agent})
+            out.append({"messages": messages, "role": role})
     return out
 
 

@@ -310,6 +310,7 @@ def seed_query(inp: SearcherInput, memory: SearchMemory, found: list[str] = ()) 
 
 class Searcher:
     name = "searcher"
+    agents = (QueryWriter, Judge, PageJudge, NextMove)  # its own roles (trace steps "searcher.query", ...)
 
     async def __call__(
         self,
