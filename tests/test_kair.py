@@ -316,3 +316,18 @@ def test_a_passage_left_out_of_the_prompt_does_not_shift_the_numbers_onto_other_
     # the model numbers the documents it was shown 1, 2: number 2 must be C, not B
     assert [h.chunk_id for h, _ in pairs] == ["A#0", "C#0"] and [d.title for _, d in pairs] == ["A", "C"]
     assert all(h.title == d.title for h, d in packed(hits * 40, 1000))  # clipped and cut at the end: still paired
+
+
+def test_cited_context_keeps_what_facts_cite_and_the_best_new_passages_without_a_filter_call(retriever):
+    model = llm(keep=lambda u: pytest.fail("context='cited' makes no filter call"))
+    ans = run("kair", model, retriever, {"context": "cited", "keep_top": 1})
+    applied = [s.outputs for s in steps(ans, "context_applied")]
+    top = [s.searches[0].hits[0]["chunk_id"] for s in steps(ans, "search")]
+    # cycle 1: the novel (cited by the fact learned), then the search's best hit; cycle 2: the author's page
+    assert applied[0]["kept"] == list(dict.fromkeys(["salt-winter#0", top[0]]))
+    assert applied[1]["kept"][0] == "holt#0" and len(applied[1]["kept"]) <= 2 and ans.answer == "Brekke"
+    assert not any(c.output_model.__name__ == "Kept" for c in model.calls)
+    # keep_top=0: only what a fact cites
+    ans = run("kair", llm(keep=lambda u: pytest.fail("no filter")), retriever, {"context": "cited", "keep_top": 0})
+    assert [s.doc_id for s in ans.sources] == ["salt-winter", "holt"]
+    assert KAIRConfig(paper=True, context="cited").context == "filter"  # the paper's filter role

@@ -76,7 +76,7 @@ from marag.strategies.base import ANSWER_PAPER_SETTINGS, OPERATOR_ONLY, STRATEGI
 from marag.trace import record_read, step
 
 # What `paper=True` sets: every addition of ours off (module docstring).
-PAPER_SETTINGS: dict[str, Any] = {**ANSWER_PAPER_SETTINGS, "support_check": False, "memory": False, "gap_as_query": False, "agent_angles": False}
+PAPER_SETTINGS: dict[str, Any] = {**ANSWER_PAPER_SETTINGS, "support_check": False, "memory": False, "gap_as_query": False, "agent_angles": False, "context": "filter"}
 
 
 class KAIRConfig(PaperSwitch, AnsweringConfig):
@@ -102,6 +102,11 @@ class KAIRConfig(PaperSwitch, AnsweringConfig):
     moderator: bool = False
     moderator_threshold: int = Field(default=7, ge=0, le=10)  # on the moderator's 0-10 scale (ours)
     agent_temperature: float = Field(default=0.7, ge=0.0, le=2.0)
+    # How C is refined: "filter", the paper's contextual-filtering role (a call that reads
+    # the new passages again, and C again when K changed); "cited" (ours), no call: C
+    # gains the passages the new facts cite plus the search's `keep_top` best new ones.
+    context: Literal["filter", "cited"] = "filter"
+    keep_top: int = Field(default=2, ge=0, le=20)
     # -- needed in every mode: prompts must fit the model's context --
     doc_chars: int | None = Field(default=700, ge=100)  # each new passage as the roles read it
     context_chars: int | None = Field(default=6000, ge=200)  # C as the generator, moderator and filter read it
@@ -240,7 +245,7 @@ class KAIR(Strategy):
                 progress |= self._apply(board, snapshot.required, hits, update)
             hits = list({h.chunk_id: h for _, hs in found for h in hs}.values())
             if hits:
-                progress |= await self._filter(question, board, hits, 0, refilter=len(board.known) > known_before)
+                progress |= await self._refine(question, board, hits, 0, known_before)
             board.cycles += 1
             with step("state") as s:
                 s.outputs = board.snapshot()
@@ -258,7 +263,7 @@ class KAIR(Strategy):
         update = await self._extract(question, st, hits, i)
         known_before = len(st.known)
         progress = self._apply(st, list(st.required), hits, update)
-        progress |= await self._filter(question, st, hits, i, refilter=len(st.known) > known_before)
+        progress |= await self._refine(question, st, hits, i, known_before)
         st.cycles += 1
         with step("state", by_agent=i) as s:
             s.outputs = st.snapshot()
@@ -355,6 +360,25 @@ class KAIR(Strategy):
             s.outputs = {"added": added, "discarded_conflicts": conflicts, "discarded_unsupported": unsupported,
                          "closed": sorted(closed), "kept_open": sorted(named - closed), "required": list(st.required)}  # fmt: skip
         return bool(added) or st.required != before
+
+    async def _refine(self, question: str, st: KnowledgeState, hits: list[Hit], i: int, known_before: int) -> bool:
+        """Update C after a knowledge update: the filter role (the paper's contextual
+        filtering), or with `context="cited"` without a call."""
+        if self.config.context == "cited":
+            return self._keep_cited(st, hits, i, known_before)
+        return await self._filter(question, st, hits, i, refilter=len(st.known) > known_before)
+
+    def _keep_cited(self, st: KnowledgeState, hits: list[Hit], i: int, known_before: int) -> bool:
+        """C gains the passages the facts just learned cite, and the `keep_top` best new
+        passages of the search (a bridge page may state nothing the update picked up).
+        Nothing leaves C, and no model reads the passages a second time."""
+        cited = {f.source for f in st.known[known_before:]}
+        new = [h for h in hits if h.chunk_id not in st.context]
+        chosen = [h for h in new if h.chunk_id in cited] + [h for h in new[: self.config.keep_top] if h.chunk_id not in cited]
+        st.context.update((h.chunk_id, h) for h in chosen)
+        with step("context_applied", by_agent=i) as s:
+            s.outputs = {"refiltered": False, "kept": [h.chunk_id for h in chosen], "dropped": [], "context": list(st.context)}
+        return bool(chosen)
 
     async def _filter(self, question: str, st: KnowledgeState, hits: list[Hit], i: int, refilter: bool) -> bool:
         """Update C from `hits`. `refilter` (K changed): C's passages are judged again
