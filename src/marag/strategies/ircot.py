@@ -53,7 +53,7 @@ class IRCoTConfig(AnsweringConfig):
 class IRCoT(Strategy):
     name = "ircot"
     paper = "Trivedi et al. 2023 (IRCoT)"
-    calls = (1, 5)
+    calls = (2, 6)
     description = "Retrieval interleaved with chain-of-thought: each reasoning sentence is the next query (Trivedi et al. 2023)."
     Config = IRCoTConfig
     agents = (Thinker, Answerer)
