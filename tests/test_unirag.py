@@ -80,7 +80,7 @@ def test_single_hop_one_search_then_the_answer(retriever):
     assert ans.answer == "Maren Holt" and [s.doc_id for s in ans.sources] == ["salt-winter"]
     assert ans.usage["searches"] == 1
     search = next(s for s in ans.trace.steps if s.agent == "search")
-    assert search.searches[0].query == "Salt Winter novel" and search.searches[0].k == 8
+    assert search.searches[0].query == "Salt Winter novel" and search.searches[0].k == 4
     chain = ans.trace.steps[-1].outputs["chain"]
     assert chain.startswith("Step 1\nThought: look up the novel\nSearch: Salt Winter novel\nEvidence: Salt Winter was written by Maren Holt [salt-winter#0]")
     # the final answer read the evidence, never the raw documents
