@@ -38,7 +38,7 @@ far, or a sentence of the evidence copied as the query, is sent back like a repe
 `answer_from="sources"` (the final answer reads the evidence's source documents whole,
 with the one-shot answerer's prompt, instead of the working memory, whose first thought
 is often a guessed answer the final answer repeats). `paper=true` also selects the
-paper's retrieval, the top 12 of re-ranked candidates (`PAPER_DEFAULTS`; ours: the top 8
+paper's retrieval, the top 12 of re-ranked candidates (`PAPER_DEFAULTS`; ours: the top 4
 as retrieved).
 """
 
