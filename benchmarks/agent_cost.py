@@ -39,6 +39,8 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
+from marag.eval.rundir import RESULTS, ResultRecord, read_results
+
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_BEFORE = "4296466"  # the last commit before the agent-loop speed work (issue 8)
 
@@ -58,8 +60,8 @@ def run_eval(src: Path, strategy: str, n: int, run_dir: Path, cache: Path, sets:
     return time.perf_counter() - t0
 
 
-def load(run_dir: Path) -> tuple[list[dict], list[dict]]:
-    results = [json.loads(line) for line in (run_dir / "results.jsonl").read_text().splitlines() if line.strip()]
+def load(run_dir: Path) -> tuple[list[ResultRecord], list[dict]]:
+    results = list(read_results(run_dir / RESULTS).values())
     traces = [json.loads(line) for line in (run_dir / "traces.jsonl").read_text().splitlines() if line.strip()]
     return results, traces
 
@@ -78,9 +80,9 @@ def roles(traces: list[dict]) -> dict[str, dict[str, float]]:
     return {r: {k: v / n for k, v in d.items()} for r, d in sorted(acc.items())}
 
 
-def recall(r: dict) -> float:
-    gold = set(r.get("gold_doc_ids") or [])
-    return len(gold & set(r.get("retrieved_doc_ids") or [])) / len(gold) if gold else 0.0
+def recall(r: ResultRecord) -> float:
+    gold = set(r.gold_doc_ids)
+    return len(gold & set(r.retrieved_doc_ids)) / len(gold) if gold else 0.0
 
 
 def main() -> None:
@@ -124,8 +126,8 @@ def main() -> None:
                 replay = run_eval(src, strategy, args.questions, replay_dir, cache, mine, args, 1)
                 results, traces = load(run_dir)
                 replayed, _ = load(replay_dir)
-                in_questions = sum(r["cost"].get("seconds", 0.0) for r in replayed)
-                own = sorted(r["cost"].get("seconds", 0.0) - r["cost"].get("search_latency_s", 0.0) for r in replayed)
+                in_questions = sum(r.cost.get("seconds", 0.0) for r in replayed)
+                own = sorted(r.cost.get("seconds", 0.0) - r.cost.get("search_latency_s", 0.0) for r in replayed)
                 framework = own[len(own) // 2] * len(own) if own else 0.0
                 rows[(side, strategy)] = {
                     "wall": wall, "results": results, "traces": traces,
@@ -136,8 +138,8 @@ def main() -> None:
         if worktree is not None and args.out is None:
             subprocess.run(["git", "worktree", "remove", "--force", str(worktree)], cwd=REPO, check=False)
 
-    def mean(rs: list[dict], key: str) -> float:
-        vals = [float(r["cost"].get(key, 0.0)) for r in rs if not r.get("error")]
+    def mean(rs: list[ResultRecord], key: str) -> float:
+        vals = [r.cost.get(key, 0.0) for r in rs if not r.error]
         return sum(vals) / len(vals) if vals else float("nan")
 
     print(f"\n## Cost per question: {args.dataset}, {args.questions} questions, {args.concurrency} in flight, "
@@ -147,16 +149,16 @@ def main() -> None:
     print("| " + " | ".join(head) + " |\n|" + "---|" * len(head))
     for (side, strategy), d in rows.items():
         rs = d["results"]
-        ok = [r for r in rs if not r.get("error")]
-        evaluated = mean(ok, "prompt_tokens") - mean(ok, "prompt_tokens_reused") if ok and "prompt_tokens_reused" in ok[0]["cost"] else mean(ok, "prompt_tokens")
+        ok = [r for r in rs if not r.error]
+        evaluated = mean(ok, "prompt_tokens") - mean(ok, "prompt_tokens_reused") if ok and "prompt_tokens_reused" in ok[0].cost else mean(ok, "prompt_tokens")
         overhead = d["overhead"]
         cells = [
             side, strategy, f"{mean(ok, 'seconds'):.1f}", f"{60 * len(rs) / d['wall']:.2f}", f"{evaluated:.0f}",
-            f"{mean(ok, 'prompt_tokens_reused'):.0f}" if ok and "prompt_tokens_reused" in ok[0]["cost"] else "–",
+            f"{mean(ok, 'prompt_tokens_reused'):.0f}" if ok and "prompt_tokens_reused" in ok[0].cost else "–",
             f"{mean(ok, 'completion_tokens'):.0f}", f"{mean(ok, 'llm_calls'):.1f}", f"{mean(ok, 'searches'):.1f}",
-            f"{mean(ok, 'distinct_queries'):.1f}" if ok and "distinct_queries" in ok[0]["cost"] else "–",
-            f"{mean(ok, 'docs_read'):.1f}" if ok and "docs_read" in ok[0]["cost"] else "–",
-            f"{sum(r['metrics'].get('f1', 0) for r in ok) / max(1, len(ok)):.3f}",
+            f"{mean(ok, 'distinct_queries'):.1f}" if ok and "distinct_queries" in ok[0].cost else "–",
+            f"{mean(ok, 'docs_read'):.1f}" if ok and "docs_read" in ok[0].cost else "–",
+            f"{sum(r.metrics.get('f1', 0) for r in ok) / max(1, len(ok)):.3f}",
             f"{sum(recall(r) for r in ok) / max(1, len(ok)):.3f}", f"{100 * overhead:.1f}%",
         ]  # fmt: skip
         print("| " + " | ".join(cells) + " |")
@@ -167,19 +169,18 @@ def main() -> None:
         for (side, strategy), d in rows.items():
             if side == "before":
                 continue
-            base = {r["qid"]: r for r in rows[("before", strategy)]["results"]}
-            pairs = [(r, base[r["qid"]]) for r in d["results"] if r["qid"] in base]
+            base = {r.qid: r for r in rows[("before", strategy)]["results"]}
+            pairs = [(r, base[r.qid]) for r in d["results"] if r.qid in base]
 
             def ci(f) -> str:
                 m, lo, hi = paired_diff_ci([f(a) for a, _ in pairs], [f(b) for _, b in pairs])
                 return f"{m:+.3f} [{lo:+.3f}, {hi:+.3f}]"
 
-            def evaluated(r):
-                c = r.get("cost", {})
-                return c.get("prompt_tokens", 0) - c.get("prompt_tokens_reused", 0)
+            def evaluated(r: ResultRecord) -> float:
+                return r.cost.get("prompt_tokens", 0) - r.cost.get("prompt_tokens_reused", 0)
 
-            print(f"| {side} | {strategy} | {len(pairs)} | {ci(lambda r: (r.get('metrics') or {}).get('f1', 0.0))} | "
-                  f"{ci(recall)} | {ci(lambda r: r['cost'].get('seconds', 0.0))} | {ci(evaluated)} |")  # fmt: skip
+            print(f"| {side} | {strategy} | {len(pairs)} | {ci(lambda r: r.metrics.get('f1', 0.0))} | "
+                  f"{ci(recall)} | {ci(lambda r: r.cost.get('seconds', 0.0))} | {ci(evaluated)} |")  # fmt: skip
 
     print("\n## Per role (per question): LLM calls, prompt evaluated, prompt reused, completion\n")
     print("| side | strategy | role | calls | prompt evaluated | prompt reused | completion |\n|---|---|---|---|---|---|---|")

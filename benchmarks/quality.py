@@ -26,16 +26,17 @@ from pathlib import Path
 
 from marag.eval.attribution import CAUSES, cause_of_record
 from marag.eval.report import Run, common_questions, cost_per_correct, metric_values, needed_cell, paired_cell
+from marag.eval.rundir import ResultRecord
 
 METRICS = ["em", "f1", "accuracy", "retrieval_recall", "sources_recall"]
 
 
-def deadline_stops(run: Run, records: list[dict]) -> Counter:
+def deadline_stops(run: Run, records: list[ResultRecord]) -> Counter:
     """Per strategy, how many of these result records the deadline stopped (from their
     traces' budget records; traces of answers not in `records`, such as one replaced
     after a resume or a question outside the common set, do not count)."""
     stopped = {t.id for t in run.traces() if (t.budget or {}).get("stopped_by") == "deadline"}
-    return Counter(r["strategy"] for r in records if r.get("trace_id") in stopped)
+    return Counter(r.strategy for r in records if r.trace_id in stopped)
 
 
 def describe(run: Run) -> str:
@@ -62,25 +63,24 @@ _SHOWN = {"k", "max_agent_calls", "max_llm_calls", "max_tokens", "deadline_s", "
           "judge_pages", "searcher_max_steps", "agents", "rerank", "answer_style"}  # fmt: skip
 
 
-def replayed(r: dict) -> bool:
+def replayed(r: ResultRecord) -> bool:
     """An answer whose LLM calls all came from the cache: its cost record says nothing
     was spent this time."""
-    cost = r.get("cost") or {}
-    return cost.get("llm_calls", 0) > 0 and not cost.get("prompt_tokens") and not cost.get("completion_tokens")
+    return r.cost.get("llm_calls", 0) > 0 and not r.cost.get("prompt_tokens") and not r.cost.get("completion_tokens")
 
 
-def with_costs_from(groups: dict[str, list[dict]], other: Run | None) -> tuple[dict[str, list[dict]], int]:
+def with_costs_from(groups: dict[str, list[ResultRecord]], other: Run | None) -> tuple[dict[str, list[ResultRecord]], int]:
     """Answers replayed from the LLM cache take their cost from `other` (an earlier run of
     the same code that made those calls), matched by strategy and question."""
     if other is None:
         return groups, 0
-    made = {(r["strategy"], r["qid"]): r.get("cost") for r in other.results if not replayed(r)}
+    made = {r.key: r.cost for r in other.results if not replayed(r)}
     out, n = {}, 0
     for name, rs in groups.items():
         out[name] = []
         for r in rs:
-            if replayed(r) and (cost := made.get((r["strategy"], r["qid"]))):
-                r, n = {**r, "cost": cost}, n + 1
+            if replayed(r) and (cost := made.get(r.key)):
+                r, n = r.model_copy(update={"cost": cost}), n + 1
             out[name].append(r)
     return out, n
 
@@ -90,7 +90,7 @@ def table(run: Run, baseline: str, costs_from: Run | None = None, only: list[str
     if only:
         groups = {k: v for k, v in groups.items() if k in only}
     common, _ = common_questions(groups)
-    groups = {k: [r for r in v if r["qid"] in common] for k, v in groups.items()}
+    groups = {k: [r for r in v if r.qid in common] for k, v in groups.items()}
     groups, patched = with_costs_from(groups, costs_from)
     still = sum(replayed(r) for rs in groups.values() for r in rs)
     stops = deadline_stops(run, [r for rs in groups.values() for r in rs])
@@ -98,14 +98,14 @@ def table(run: Run, baseline: str, costs_from: Run | None = None, only: list[str
             "s/q", "budget stops (deadline)"] + list(CAUSES)  # fmt: skip
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for name, rs in groups.items():
-        ok = [r for r in rs if not r.get("error")]
+        ok = [r for r in rs if not r.error]
 
         def avg(metric: str) -> str:
             vals = list(metric_values(rs, metric).values())
             return f"{statistics.fmean(vals):.3f}" if vals else "–"
 
         def cost(key: str) -> list[float]:
-            return [float((r.get("cost") or {}).get(key, 0.0)) for r in ok]
+            return [r.cost.get(key, 0.0) for r in ok]
 
         calls = cost("llm_calls")
         causes = Counter(cause_of_record(r) for r in rs)

@@ -13,6 +13,8 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
+from marag.eval.rundir import RESULTS, read_results
+
 
 def norm(q: str) -> str:
     return " ".join(q.lower().split())
@@ -22,11 +24,7 @@ def main(paths: list[str]) -> None:
     print("| run | strategy | n | distinct queries | docs read | repeated searches | recall of S | LLM calls |")
     print("|---|---|---|---|---|---|---|---|")
     for p in map(Path, paths):
-        results = {}
-        for line in (p / "results.jsonl").read_text().splitlines():
-            r = json.loads(line)
-            if not r.get("error"):
-                results[(r["strategy"], r["trace_id"])] = r
+        results = {(r.strategy, r.trace_id): r for r in read_results(p / RESULTS).values() if not r.error}
         acc: dict[str, list[tuple]] = defaultdict(list)
         for line in (p / "traces.jsonl").read_text().splitlines():
             t = json.loads(line)
@@ -36,8 +34,8 @@ def main(paths: list[str]) -> None:
             searches = [c for s in t["steps"] for c in s["searches"]]
             pages = [(norm(c["query"]), c["offset"]) for c in searches]
             docs = {h["chunk_id"] for c in searches for h in c["hits"]}
-            gold = set(r.get("gold_doc_ids") or [])
-            recall = len(gold & set(r.get("retrieved_doc_ids") or [])) / len(gold) if gold else 0.0
+            gold = set(r.gold_doc_ids)
+            recall = len(gold & set(r.retrieved_doc_ids)) / len(gold) if gold else 0.0
             calls = sum(len(s["llm_calls"]) for s in t["steps"])
             acc[t["strategy"]].append((len({q for q, _ in pages}), len(docs), len(pages) - len(set(pages)), recall, calls))
         for strategy, rows in acc.items():

@@ -7,6 +7,7 @@ import json
 
 from marag.eval.attribution import Outcome, attribute, cause_of_record
 from marag.eval.report import build_report
+from marag.eval.rundir import ResultRecord
 
 GOLD = ["Maren Holt", "Salt Winter"]
 
@@ -48,12 +49,17 @@ def test_precedence_budget_before_protocol_before_retrieval():
     assert attribute(outcome(prediction="", read_docs=[])) == "protocol_failure"
 
 
+def record(**fields) -> ResultRecord:
+    return ResultRecord(strategy="vanilla_rag", qid="q1", **fields)
+
+
 def test_records_without_a_stored_cause_get_the_ones_that_need_no_trace():
     rec = {"prediction": "Oslo", "answers": ["Brekke"], "gold_doc_ids": GOLD, "retrieved_doc_ids": ["Herring"], "cost": {}}
-    assert cause_of_record(rec) == "retrieval_miss"
-    assert cause_of_record({**rec, "retrieved_doc_ids": ["Salt Winter"]}) == "reading_miss"
-    assert cause_of_record({**rec, "cause": "answer_not_extracted"}) == "answer_not_extracted"
-    assert cause_of_record({"error": "boom"}) == "error"
+    assert cause_of_record(record(**rec)) == "retrieval_miss"
+    assert cause_of_record(record(**{**rec, "retrieved_doc_ids": ["Salt Winter"]})) == "reading_miss"
+    assert cause_of_record(record(**{**rec, "cause": "answer_not_extracted"})) == "answer_not_extracted"
+    assert cause_of_record(record(**{**rec, "cause": "bad luck"})) == "retrieval_miss"  # not a cause: decided again
+    assert cause_of_record(record(error="boom")) == "error"
 
 
 def _write_run(path, results: list[dict]):
@@ -93,9 +99,9 @@ def test_a_yes_no_gold_is_the_answers_first_word():
     # a stored 'correct' from before the rule is re-decided; other stored causes stand
     old = {"prediction": "There is no record.", "answers": ["no"], "gold_doc_ids": GOLD, "cause": "correct",
            "retrieved_doc_ids": ["Herring"]}  # fmt: skip
-    assert cause_of_record(old) == "retrieval_miss"
-    assert cause_of_record({**old, "prediction": "No.", "cause": "correct"}) == "correct"
-    assert cause_of_record({**old, "cause": "budget_stop"}) == "budget_stop"
+    assert cause_of_record(record(**old)) == "retrieval_miss"
+    assert cause_of_record(record(**{**old, "prediction": "No.", "cause": "correct"})) == "correct"
+    assert cause_of_record(record(**{**old, "cause": "budget_stop"})) == "budget_stop"
 
 
 def test_the_framework_ending_a_searcher_run_is_not_counted_as_a_bad_model_step():

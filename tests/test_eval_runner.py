@@ -10,7 +10,8 @@ import pytest
 from marag.errors import MaragError, UnknownNameError
 from marag.eval.datasets import DATASETS, load_dataset
 from marag.eval.report import build_report
-from marag.eval.runner import EvalConfig, read_results, run_eval
+from marag.eval.rundir import read_results
+from marag.eval.runner import EvalConfig, run_eval
 from marag.index.store import IndexConfig
 from marag.llm import ScriptedLLM
 
@@ -72,11 +73,11 @@ def test_run_writes_results_traces_and_report(hotpot, tmp_path):
     results = read_results(run_dir / "results.jsonl")
     assert len(results) == 8
     r = results[("vanilla_rag", hotpot.questions[0].id)]
-    assert r["error"] is None and r["metrics"]["em"] == 1.0 and r["metrics"]["f1"] == 1.0
-    assert len(r["retrieved_doc_ids"]) == 2 and "recall@2" in r["metrics"]
-    assert r["metadata"]["type"] in {"bridge", "comparison"} and r["cost"]["llm_calls"] == 1
+    assert r.error is None and r.metrics["em"] == 1.0 and r.metrics["f1"] == 1.0
+    assert len(r.retrieved_doc_ids) == 2 and "recall@2" in r.metrics
+    assert r.metadata["type"] in {"bridge", "comparison"} and r.cost["llm_calls"] == 1
     lo = results[("llm_only", hotpot.questions[0].id)]
-    assert "recall@2" not in lo["metrics"] and lo["metrics"]["em"] == 1.0  # no retrieval: no retrieval metrics
+    assert "recall@2" not in lo.metrics and lo.metrics["em"] == 1.0  # no retrieval: no retrieval metrics
     traces = (run_dir / "traces.jsonl").read_text().splitlines()
     assert len(traces) == 8
     cfg = json.loads((run_dir / "config.json").read_text())
@@ -119,12 +120,12 @@ def test_a_failing_question_is_recorded_and_retried(hotpot, tmp_path):
     results = read_results(run_dir / "results.jsonl")
     assert len(results) == 4
     failed = results[("llm_only", hotpot.questions[1].id)]
-    assert "backend exploded" in failed["error"]
-    assert sum(1 for r in results.values() if r["error"] is None) == 3
+    assert "backend exploded" in failed.error
+    assert sum(1 for r in results.values() if r.error is None) == 3
     calls: list[str] = []
     asyncio.run(run_eval(cfg, run_dir, dataset=hotpot, llm=gold_answer_llm(hotpot, calls), progress=False))
     assert calls == [bad]
-    assert read_results(run_dir / "results.jsonl")[("llm_only", hotpot.questions[1].id)]["error"] is None
+    assert read_results(run_dir / "results.jsonl")[("llm_only", hotpot.questions[1].id)].error is None
 
 
 def test_changed_config_does_not_mix_into_an_old_run(hotpot, tmp_path):
@@ -182,9 +183,9 @@ def test_judged_metrics_repeat_with_mean_and_std(hotpot, tmp_path):
     cfg = config(strategies=["llm_only"], limit=2, judge_metrics=["judge_correct"], judge_repeats=2)
     asyncio.run(run_eval(cfg, run_dir, dataset=hotpot, llm=gold_answer_llm(hotpot), judge=ScriptedLLM(fn=judge_fn),
                          progress=False))
-    rows = sorted(read_results(run_dir / "results.jsonl").values(), key=lambda r: r["qid"])
-    assert sorted(r["metrics"]["judge_correct"] for r in rows) == [0.5, 1.0]
-    assert sorted(r["metrics_std"]["judge_correct"] for r in rows) == [0.0, 0.5]
+    rows = sorted(read_results(run_dir / "results.jsonl").values(), key=lambda r: r.qid)
+    assert sorted(r.metrics["judge_correct"] for r in rows) == [0.5, 1.0]
+    assert sorted(r.metrics_std["judge_correct"] for r in rows) == [0.0, 0.5]
     assert "Judge spread" in build_report([run_dir]).read_text()
 
 
@@ -216,7 +217,7 @@ def test_judge_defaults_and_the_self_grading_warning(hotpot, tmp_path):
     assert meta["judge_setup"] == {"self_judged": True, "repeats": 1, "temperature": 0.0, "batch": None}
     rows = list(read_results(run_dir / "results.jsonl").values())
     # the judge's output was never usable: every verdict came from the lexical stand-in
-    assert all(r["judge_fallbacks"]["judge_correct"] == {"decisions": 1, "fallbacks": 1} for r in rows)
+    assert all(r.judge_fallbacks["judge_correct"] == {"decisions": 1, "fallbacks": 1} for r in rows)
     report = build_report([run_dir], plots=False).read_text()
     assert "it grades itself" in report and "2/2 (100%)" in report
 

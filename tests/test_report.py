@@ -9,6 +9,7 @@ import re
 import pytest
 
 from marag.eval.report import build_report, common_questions, metric_values
+from marag.eval.rundir import ResultRecord
 from marag.eval.stats import mean_ci, paired_diff_ci, questions_needed
 
 
@@ -71,8 +72,9 @@ def test_report_pairs_questions_counts_failures_and_prints_settings(tmp_path):
         _row("mrag", "q1", 1.0), _row("mrag", "q2", 0.5), _row("mrag", "q3", error="LLMError: boom"),
     ]  # fmt: skip
     run = _run(tmp_path, "run", rows, ["vanilla_rag", "mrag"])
-    groups = {"vanilla_rag": [r for r in rows if r["strategy"] == "vanilla_rag"],
-              "mrag": [r for r in rows if r["strategy"] == "mrag"]}  # fmt: skip
+    records = [ResultRecord.model_validate(r) for r in rows]
+    groups = {"vanilla_rag": [r for r in records if r.strategy == "vanilla_rag"],
+              "mrag": [r for r in records if r.strategy == "mrag"]}  # fmt: skip
     common, left = common_questions(groups)
     assert common == {"q1", "q2", "q3"} and left == {"vanilla_rag": 1, "mrag": 0}
     assert metric_values(groups["mrag"], "f1") == {"q1": 1.0, "q2": 0.5, "q3": 0.0}  # the failure is a 0

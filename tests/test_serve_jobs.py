@@ -9,6 +9,7 @@ import asyncio
 import pytest
 
 from marag.errors import MaragError
+from marag.eval.rundir import ResultRecord
 from marag.serve.jobs import Jobs, eval_config
 
 
@@ -18,9 +19,9 @@ def test_readers_share_events_and_late_readers_get_the_final_state():
         go = asyncio.Event()
 
         async def work(job):
-            job.progress({"strategy": "s", "qid": "q1"}, 1, 2)
+            job.progress(ResultRecord(strategy="s", qid="q1"), 1, 2)
             await go.wait()
-            job.progress({"strategy": "s", "qid": "q2"}, 2, 2)
+            job.progress(ResultRecord(strategy="s", qid="q2"), 2, 2)
 
         job = jobs.start("run-a", work)
         assert jobs.start("run-b", work) is None  # one at a time here

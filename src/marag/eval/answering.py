@@ -19,6 +19,7 @@ from marag.errors import MaragError
 from marag.eval.attribution import attribute, outcome_of
 from marag.eval.datasets import Dataset
 from marag.eval.metrics import METRICS, EvalExample, score_example
+from marag.eval.rundir import ResultRecord
 from marag.eval.versions import code_version
 from marag.index.store import IndexConfig
 from marag.index.uri import scheme_of
@@ -204,11 +205,10 @@ def prepare_retrieval(cfg: EvalConfig, ds: Dataset, index_cache: Path, progress:
 
 async def answer_one(
     cfg: EvalConfig, strategy, sname: str, q: Question, judge, doc_collections: dict[str, str] | None, categories
-) -> tuple[dict[str, Any], Trace | None]:
+) -> tuple[ResultRecord, Trace | None]:
     """Answer and score one (strategy, question): the record for results.jsonl and the
     trace (None when the question failed). Shared by every executor."""
     t0 = time.perf_counter()
-    record: dict[str, Any] = {"strategy": sname, "qid": q.id, "question": q.question}
     trace = None
     try:
         answer = await strategy.run(q.question)
@@ -217,7 +217,7 @@ async def answer_one(
         ex = _example(q, answer, doc_collections)
         retrieves = STRATEGIES.get(sname).needs_retriever
         means, stds, details, judged = await _score(cfg, ex, judge, retrieves=retrieves)
-        record |= {
+        fields: dict[str, Any] = {
             "prediction": answer.answer,
             "cause": attribute(outcome_of(answer, q.answers, q.gold_doc_ids, retrieves)),
             "retrieved_doc_ids": ex.retrieved_doc_ids,
@@ -231,10 +231,13 @@ async def answer_one(
             "error": None,
         }
     except MaragError as exc:
-        record |= {"error": f"{type(exc).__name__}: {exc.message}", "cause": "error", "cost": {"seconds": time.perf_counter() - t0}}
+        fields = {"error": f"{type(exc).__name__}: {exc.message}", "cause": "error", "cost": {"seconds": time.perf_counter() - t0}}
     except Exception as exc:  # one bad question must not stop the run
-        record |= {"error": f"{type(exc).__name__}: {exc}", "cause": "error", "cost": {"seconds": time.perf_counter() - t0}}
-    record |= {"answers": q.answers, "gold_doc_ids": q.gold_doc_ids, "metadata": _flat_metadata(q, categories)}
+        fields = {"error": f"{type(exc).__name__}: {exc}", "cause": "error", "cost": {"seconds": time.perf_counter() - t0}}
+    record = ResultRecord(
+        strategy=sname, qid=q.id, question=q.question, **fields,
+        answers=q.answers, gold_doc_ids=q.gold_doc_ids, metadata=_flat_metadata(q, categories),
+    )  # fmt: skip
     return record, trace
 
 

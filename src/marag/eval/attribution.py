@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 from marag.agents.answerer import FALLBACK_ANSWER
 from marag.eval.metrics.lexical import JUDGEMENTS, contains_answer, gives_answer, max_token_f1, normalize_answer
+from marag.eval.rundir import ResultRecord
 
 CAUSES = (
     "correct",
@@ -115,24 +116,25 @@ def outcome_of(answer, answers: list[str], gold_docs: list[str], retrieves: bool
     )
 
 
-def cause_of_record(record: dict) -> str:
+def cause_of_record(record: ResultRecord) -> str:
     """The cause stored in a result record; records written before attribution existed
     get the causes that need no trace or source text (never `answer_not_extracted`), and
-    so does a stored `correct` that `is_correct` no longer grants (records written
-    before a yes/no gold had to be the answer's first word)."""
-    pred, answers, gold = record.get("prediction") or "", record.get("answers") or [], record.get("gold_doc_ids") or []
-    stored = record.get("cause")
-    if stored and (stored != "correct" or is_correct(pred, answers)):
+    so do a stored cause that is not one of `CAUSES` and a stored `correct` that
+    `is_correct` no longer grants (records written before a yes/no gold had to be the
+    answer's first word)."""
+    pred = record.prediction or ""
+    stored = record.cause
+    if stored in CAUSES and (stored != "correct" or is_correct(pred, record.answers)):
         return stored
-    if record.get("error"):
+    if record.error:
         return "error"
     o = Outcome(
         prediction=pred,
-        answers=answers,
-        gold_docs=gold,
-        read_docs=record.get("retrieved_doc_ids") or [],
+        answers=record.answers,
+        gold_docs=record.gold_doc_ids,
+        read_docs=record.retrieved_doc_ids,
         source_text="",
-        retrieves=bool(record.get("retrieved_doc_ids")),
-        stopped=bool((record.get("cost") or {}).get("stopped_by_budget")),
+        retrieves=bool(record.retrieved_doc_ids),
+        stopped=bool(record.cost.get("stopped_by_budget")),
     )
     return attribute(o)

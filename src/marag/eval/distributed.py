@@ -26,6 +26,7 @@ from typing import Any
 
 from marag.corpus.models import Question
 from marag.errors import MaragError, MaragWarning
+from marag.eval.rundir import ResultRecord
 from marag.trace import Trace
 
 # Pauses before the second and third attempt to start a local Ray instance.
@@ -163,7 +164,7 @@ def _worker_class():
             self.strategies = {s: make_strategy(s, llm, retriever, settings[s]) for s in self.cfg.strategies}
             self.loop = asyncio.new_event_loop()
 
-        def answer(self, sname: str, qid: str) -> tuple[dict[str, Any], str | None]:
+        def answer(self, sname: str, qid: str) -> tuple[ResultRecord, str | None]:
             from marag.eval.answering import answer_one
 
             q = self.questions[qid]
@@ -177,7 +178,7 @@ def _worker_class():
 
 async def ray_answers(
     cfg, todo: list[tuple[str, Question]], data_dir, index_cache: Path, address: str | None = None
-) -> AsyncIterator[tuple[dict[str, Any], Trace | None]]:
+) -> AsyncIterator[tuple[ResultRecord, Trace | None]]:
     """(record, trace) for every pair in `todo`, as Ray workers finish them; each worker
     takes the next pair when it is done with one."""
     if cfg.index_path:

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from marag.eval.attribution import CAUSES, FAILURES, cause_of_record
-from marag.eval.runner import read_results
+from marag.eval.rundir import RESULTS, ResultRecord, read_results
 from marag.eval.stats import mean_ci, paired_diff_ci, questions_needed
 from marag.trace import read_jsonl
 
@@ -44,21 +44,21 @@ class Run:
 
             raise MaragError(f"{cfg_file} has no config with a 'strategies' list", hint="give a directory written by `marag eval`")
         self.config = self.meta["config"]
-        self.results = list(read_results(self.path / "results.jsonl").values())
+        self.results: list[ResultRecord] = list(read_results(self.path / RESULTS).values())
         self.name = self.path.name
 
     @classmethod
-    def of(cls, name: str, meta: dict[str, Any], results: list[dict[str, Any]]) -> Run:
+    def of(cls, name: str, meta: dict[str, Any], results: list[ResultRecord]) -> Run:
         """A run from records already read (the server reads them through its jail)."""
         run = cls.__new__(cls)
         run.path, run.name, run.meta, run.config, run.results = Path(name), name, meta, meta["config"], results
         return run
 
-    def groups(self, label_run: bool) -> dict[str, list[dict]]:
-        out: dict[str, list[dict]] = defaultdict(list)
+    def groups(self, label_run: bool) -> dict[str, list[ResultRecord]]:
+        out: dict[str, list[ResultRecord]] = defaultdict(list)
         order = {s: i for i, s in enumerate(self.config["strategies"])}
-        for r in sorted(self.results, key=lambda r: (order.get(r["strategy"], 99), r["qid"])):
-            out[f"{self.name}:{r['strategy']}" if label_run else r["strategy"]].append(r)
+        for r in sorted(self.results, key=lambda r: (order.get(r.strategy, 99), r.qid)):
+            out[f"{self.name}:{r.strategy}" if label_run else r.strategy].append(r)
         return out
 
     def traces(self):
@@ -66,11 +66,11 @@ class Run:
         return read_jsonl(p) if p.exists() else []
 
 
-def _metric_names(groups: dict[str, list[dict]]) -> list[str]:
+def _metric_names(groups: dict[str, list[ResultRecord]]) -> list[str]:
     seen: dict[str, None] = {}
     for rows in groups.values():
         for r in rows:
-            for m in r.get("metrics") or {}:
+            for m in r.metrics:
                 seen.setdefault(m, None)
     return list(seen)
 
@@ -85,8 +85,8 @@ def _table(header: list[str], rows: list[list[str]]) -> str:
     return "\n".join(lines)
 
 
-def _ok(rows: list[dict]) -> list[dict]:
-    return [r for r in rows if not r.get("error")]
+def _ok(rows: list[ResultRecord]) -> list[ResultRecord]:
+    return [r for r in rows if not r.error]
 
 
 def incomplete_strategies(runs: list[Run], label_run: bool = False) -> dict[str, tuple[int, int]]:
@@ -96,7 +96,7 @@ def incomplete_strategies(runs: list[Run], label_run: bool = False) -> dict[str,
     for run in runs:
         done = {s: 0 for s in run.config["strategies"]}
         for r in run.results:
-            done[r["strategy"]] = done.get(r["strategy"], 0) + 1
+            done[r.strategy] = done.get(r.strategy, 0) + 1
         total = max([run.meta.get("questions") or 0, *done.values()])
         for name, n in done.items():
             if n < total:
@@ -104,33 +104,33 @@ def incomplete_strategies(runs: list[Run], label_run: bool = False) -> dict[str,
     return out
 
 
-def common_questions(groups: dict[str, list[dict]]) -> tuple[set[str], dict[str, int]]:
+def common_questions(groups: dict[str, list[ResultRecord]]) -> tuple[set[str], dict[str, int]]:
     """The question ids every group has a result for (answered or failed), and per group
     how many of its questions fall outside that set."""
-    ids = [{r["qid"] for r in rows} for rows in groups.values()]
+    ids = [{r.qid for r in rows} for rows in groups.values()]
     common = set.intersection(*ids) if ids else set()
     return common, {name: len(i - common) for name, i in zip(groups, ids)}
 
 
-def metric_values(rows: list[dict], metric: str) -> dict[str, float]:
+def metric_values(rows: list[ResultRecord], metric: str) -> dict[str, float]:
     """qid -> value of `metric`; a failed question counts as a failure (0), a question
     the metric does not apply to (no gold documents, a strategy that never retrieves)
     is left out."""
     out = {}
     for r in rows:
-        if r.get("error"):
-            out[r["qid"]] = 0.0
-        elif metric in (r.get("metrics") or {}):
-            out[r["qid"]] = float(r["metrics"][metric])
+        if r.error:
+            out[r.qid] = 0.0
+        elif metric in r.metrics:
+            out[r.qid] = r.metrics[metric]
     return out
 
 
-def _applies_when_failed(rows: list[dict], metric: str) -> bool:
+def _applies_when_failed(rows: list[ResultRecord], metric: str) -> bool:
     # a failed row has no metrics; count it as 0 only for metrics this strategy produces
     if cut := _depth(metric):  # recall@5 says nothing about a strategy that returns 2 documents
-        if max((len(r.get("retrieved_doc_ids") or []) for r in rows), default=0) < cut:
+        if max((len(r.retrieved_doc_ids) for r in rows), default=0) < cut:
             return False
-    return any(metric in (r.get("metrics") or {}) for r in rows if not r.get("error"))
+    return any(metric in r.metrics for r in _ok(rows))
 
 
 def _depth(metric: str) -> int | None:
@@ -152,7 +152,7 @@ def category_order(values) -> list[str]:
     return sorted(values, key=key)
 
 
-def _paired(rows: list[dict], base: list[dict], metric: str) -> tuple[list[float], list[float]]:
+def _paired(rows: list[ResultRecord], base: list[ResultRecord], metric: str) -> tuple[list[float], list[float]]:
     """The strategy's and the baseline's values of `metric` on the questions both have
     one for, in question order."""
     a, b = metric_values(rows, metric), metric_values(base, metric)
@@ -160,7 +160,7 @@ def _paired(rows: list[dict], base: list[dict], metric: str) -> tuple[list[float
     return [a[q] for q in qids], [b[q] for q in qids]
 
 
-def paired_cell(rows: list[dict], base: list[dict], metric: str, with_n: bool = True) -> str:
+def paired_cell(rows: list[ResultRecord], base: list[ResultRecord], metric: str, with_n: bool = True) -> str:
     """Mean of (strategy - baseline) on the questions both have a value for, with its
     95% paired bootstrap interval; `*` where the interval excludes 0."""
     a, b = _paired(rows, base, metric)
@@ -171,7 +171,7 @@ def paired_cell(rows: list[dict], base: list[dict], metric: str, with_n: bool = 
     return f"{d:+.3f} [{lo:+.3f}, {hi:+.3f}]{star}" + (f" n={len(a)}" if with_n else "")
 
 
-def needed_cell(rows: list[dict], base: list[dict], metric: str) -> str:
+def needed_cell(rows: list[ResultRecord], base: list[ResultRecord], metric: str) -> str:
     """How many paired questions the observed difference would need to be significant
     (`questions_needed`), beside how many it had."""
     a, b = _paired(rows, base, metric)
@@ -179,12 +179,12 @@ def needed_cell(rows: list[dict], base: list[dict], metric: str) -> str:
     return f"~{n:,} (has {len(a)})" if n else "–"
 
 
-def quality_tables(groups: dict[str, list[dict]], metrics: list[str], baseline: str | None) -> list[str]:
+def quality_tables(groups: dict[str, list[ResultRecord]], metrics: list[str], baseline: str | None) -> list[str]:
     parts = ["## Quality", ""]
     header = ["strategy", "n", "failed"] + metrics
     rows = []
     for name, rs in groups.items():
-        row = [name, str(len(rs)), str(sum(1 for r in rs if r.get("error")))]
+        row = [name, str(len(rs)), str(len(rs) - len(_ok(rs)))]
         for m in metrics:
             vals = list(metric_values(rs, m).values()) if _applies_when_failed(rs, m) else []
             row.append(_fmt(*mean_ci(vals)) if vals else "–")
@@ -227,7 +227,7 @@ def quality_tables(groups: dict[str, list[dict]], metrics: list[str], baseline: 
     return parts
 
 
-def cost_per_correct(groups: dict[str, list[dict]]) -> list[str]:
+def cost_per_correct(groups: dict[str, list[ResultRecord]]) -> list[str]:
     """What a correct answer cost each strategy: its totals over the questions divided
     by its correct answers (correct as in `marag.eval.attribution`), beside the rate."""
     parts = [
@@ -241,16 +241,16 @@ def cost_per_correct(groups: dict[str, list[dict]]) -> list[str]:
         right = sum(cause_of_record(r) == "correct" for r in rs)
         cells = [name, f"{right}/{len(rs)}"]
         for key in ("llm_calls", "prompt_tokens", "completion_tokens", "seconds"):
-            total = sum(float((r.get("cost") or {}).get(key, 0.0)) for r in rs)
+            total = sum(r.cost.get(key, 0.0) for r in rs)
             cells.append(f"{total / right:,.1f}" if right else "–")
         rows.append(cells)
     return parts + [_table(["strategy", "correct", "LLM calls", "prompt tok", "completion tok", "seconds"], rows)]
 
 
-def failure_sections(groups: dict[str, list[dict]]) -> list[str]:
+def failure_sections(groups: dict[str, list[ResultRecord]]) -> list[str]:
     """One cause per question and strategy (`marag.eval.attribution`): counts, then the
     questions behind each cause, so a failure can be looked up in the viewer."""
-    gold = any(r.get("gold_doc_ids") for rs in groups.values() for r in rs)
+    gold = any(r.gold_doc_ids for rs in groups.values() for r in rs)
     parts = [
         "## Why answers fail",
         "",
@@ -269,7 +269,7 @@ def failure_sections(groups: dict[str, list[dict]]) -> list[str]:
     listing = []
     for name, rs in groups.items():
         for cause in FAILURES:
-            qids = sorted(r["qid"] for r in rs if cause_of_record(r) == cause)
+            qids = sorted(r.qid for r in rs if cause_of_record(r) == cause)
             if qids:
                 listing.append(f"- {name} / {cause} ({len(qids)}): {', '.join(qids)}")
     if listing:
@@ -300,10 +300,10 @@ def settings_section(runs: list["Run"], label_run: bool) -> list[str]:
     return parts + [""]
 
 
-def judge_sections(groups: dict[str, list[dict]], runs: list["Run"]) -> list[str]:
+def judge_sections(groups: dict[str, list[ResultRecord]], runs: list["Run"]) -> list[str]:
     parts: list[str] = []
     setups = [r.meta.get("judge_setup") for r in runs if r.meta.get("judge_setup")]
-    judged = sorted({m for rs in groups.values() for r in _ok(rs) for m in r.get("metrics_std", {})})
+    judged = sorted({m for rs in groups.values() for r in _ok(rs) for m in r.metrics_std})
     if not judged:
         return parts
     for js in setups:
@@ -317,7 +317,7 @@ def judge_sections(groups: dict[str, list[dict]], runs: list["Run"]) -> list[str
     for name, rs in groups.items():
         cells = []
         for m in judged:
-            sds = [r["metrics_std"][m] for r in _ok(rs) if m in r.get("metrics_std", {})]
+            sds = [r.metrics_std[m] for r in _ok(rs) if m in r.metrics_std]
             cells.append(f"{sum(sds) / len(sds):.3f}" if sds else "–")
         jrows.append([name] + cells)
     parts += [_table(["strategy"] + judged, jrows), ""]
@@ -326,8 +326,8 @@ def judge_sections(groups: dict[str, list[dict]], runs: list["Run"]) -> list[str
     for name, rs in groups.items():
         cells = []
         for m in judged:
-            made = sum(r.get("judge_fallbacks", {}).get(m, {}).get("decisions", 0) for r in _ok(rs))
-            fell = sum(r.get("judge_fallbacks", {}).get(m, {}).get("fallbacks", 0) for r in _ok(rs))
+            made = sum(r.judge_fallbacks.get(m, {}).get("decisions", 0) for r in _ok(rs))
+            fell = sum(r.judge_fallbacks.get(m, {}).get("fallbacks", 0) for r in _ok(rs))
             cells.append(f"{fell}/{made} ({fell / made:.0%})" if made else "–")
         frows.append([name] + cells)
     return parts + [_table(["strategy"] + judged, frows)]
@@ -351,13 +351,13 @@ def build_report(
     runs = [Run(p) for p in run_paths]
     out_dir = Path(out_dir or runs[0].path)
     label_run = len(runs) > 1
-    groups: dict[str, list[dict]] = {}
+    groups: dict[str, list[ResultRecord]] = {}
     for run in runs:
         groups |= run.groups(label_run)
     unfinished = incomplete_strategies(runs, label_run)
     common, left_out = common_questions(groups)
-    dropped = {r["qid"] for rs in groups.values() for r in rs} - common
-    groups = {k: [r for r in v if r["qid"] in common] for k, v in groups.items()}
+    dropped = {r.qid for rs in groups.values() for r in rs} - common
+    groups = {k: [r for r in v if r.qid in common] for k, v in groups.items()}
     metrics = _metric_names(groups)
     cfg = runs[0].config
     ds = runs[0].meta.get("dataset") or {}
@@ -390,7 +390,7 @@ def build_report(
         ok = _ok(rs)
         cells = [name]
         for key, _ in COST_KEYS:
-            vals = [float(r.get("cost", {}).get(key, 0.0)) for r in ok]
+            vals = [r.cost.get(key, 0.0) for r in ok]
             cells.append(f"{sum(vals) / len(vals):.1f}" if vals else "–")
         crow.append(cells)
     parts.append(_table(["strategy"] + [label for _, label in COST_KEYS], crow))
@@ -409,7 +409,7 @@ def build_report(
 
     # categories
     head = next((m for m in HEADLINE if m in metrics), metrics[0] if metrics else None)
-    cat_keys = sorted({k for rs in groups.values() for r in rs for k in (r.get("metadata") or {})})
+    cat_keys = sorted({k for rs in groups.values() for r in rs for k in r.metadata})
     cat_tables: dict[str, dict[str, dict[str, list[float]]]] = {}
     if head and cat_keys:
         parts += ["", f"## By category ({head})", ""]
@@ -418,9 +418,9 @@ def build_report(
             for name, rs in groups.items():
                 values = metric_values(rs, head)
                 for r in rs:
-                    v = (r.get("metadata") or {}).get(key)
-                    if v is not None and r["qid"] in values:
-                        per[str(v)][name].append(values[r["qid"]])
+                    v = r.metadata.get(key)
+                    if v is not None and r.qid in values:
+                        per[str(v)][name].append(values[r.qid])
             cat_tables[key] = per
             names = list(groups)
             rows = [[val] + [f"{sum(per[val][n]) / len(per[val][n]):.3f} (n={len(per[val][n])})" if per[val].get(n) else "–" for n in names]
@@ -472,8 +472,8 @@ def _plots(groups, head, cat_tables, out_dir: Path) -> list[Path]:
             ok = _ok(rs)
             if not ok:
                 continue
-            q = sum(r["metrics"].get(head, 0.0) for r in ok) / len(ok)
-            tok = sum(r.get("cost", {}).get("prompt_tokens", 0) + r.get("cost", {}).get("completion_tokens", 0) for r in ok) / len(ok)
+            q = sum(r.metrics.get(head, 0.0) for r in ok) / len(ok)
+            tok = sum(r.cost.get("prompt_tokens", 0) + r.cost.get("completion_tokens", 0) for r in ok) / len(ok)
             ax.scatter([tok], [q], s=60)
             ax.annotate(name, (tok, q), textcoords="offset points", xytext=(5, 5), fontsize=8)
         ax.set_xlabel("tokens per question")
@@ -532,14 +532,14 @@ def summary_rows(run: Path | Run) -> list[dict[str, Any]]:
     common, _ = common_questions(groups)
     out = []
     for name, rs in groups.items():
-        rs = [r for r in rs if r["qid"] in common]
+        rs = [r for r in rs if r.qid in common]
         ok = _ok(rs)
         row: dict[str, Any] = {"strategy": name, "n": len(rs), "errors": len(rs) - len(ok)}
         for m in _metric_names({name: rs}):
             vals = list(metric_values(rs, m).values())
             row[m] = sum(vals) / len(vals) if vals else None
         for key, _ in COST_KEYS:
-            vals = [float(r.get("cost", {}).get(key, 0.0)) for r in ok]
+            vals = [r.cost.get(key, 0.0) for r in ok]
             row[key] = sum(vals) / len(vals) if vals else None
         out.append(row)
     return out

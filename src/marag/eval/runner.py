@@ -1,10 +1,10 @@
 """Run strategies over a dataset: concurrent, written as it goes, resumable.
 
 A run directory holds `config.json` (what was asked, with seeds, model and library
-versions), `results.jsonl` (one line per strategy x question, appended the moment the
-question is scored) and `traces.jsonl`. Rerunning the same command finds the directory
-and answers only the questions without a finished result; a question that raised is
-recorded with its error and retried on the next run.
+versions), `results.jsonl` (one `marag.eval.rundir.ResultRecord` per strategy x
+question, appended the moment the question is scored) and `traces.jsonl`. Rerunning the
+same command finds the directory and answers only the questions without a finished
+result; a question that raised is recorded with its error and retried on the next run.
 """
 
 from __future__ import annotations
@@ -34,37 +34,12 @@ from marag.eval.answering import (
     validate_names,
 )
 from marag.eval.datasets import Dataset, load_dataset
+from marag.eval.rundir import RESULTS, ResultRecord, append_result, drop_torn_tail, read_results
 from marag.eval.versions import code_version, library_versions
 from marag.index.uri import close_index
 from marag.llm import make_llm
 from marag.strategies import STRATEGIES, make_strategy
 from marag.trace import Trace, write_jsonl
-
-
-def read_results(path: Path) -> dict[tuple[str, str], dict]:
-    """Latest line per (strategy, question id); a torn last line (killed mid-write) is ignored."""
-    out: dict[tuple[str, str], dict] = {}
-    if not path.exists():
-        return out
-    with path.open(encoding="utf-8") as f:
-        for line in f:
-            try:
-                r = json.loads(line)
-                out[(r["strategy"], r["qid"])] = r
-            except (json.JSONDecodeError, KeyError):
-                continue
-    return out
-
-
-def drop_torn_tail(path: Path) -> None:
-    """A run killed mid-write leaves a last line without its newline: cut it off, or the
-    next appended record would be glued onto it and lost."""
-    if not path.exists():
-        return
-    with path.open("rb+") as f:
-        data = f.read()
-        if data and not data.endswith(b"\n"):
-            f.truncate(data.rfind(b"\n") + 1)
 
 
 def _write_json(path: Path, record: dict) -> None:
@@ -111,7 +86,7 @@ async def run_eval(
     dataset: Dataset | None = None,
     llm=None,
     judge=None,
-    on_result: Callable[[dict[str, Any], int, int], None] | None = None,
+    on_result: Callable[[ResultRecord, int, int], None] | None = None,
     executor: str | None = None,
     ray_address: str | None = None,
 ) -> Path:
@@ -163,10 +138,10 @@ async def run_eval(
         "questions": len(questions),  # per strategy: a report can tell an unfinished run
     }
     _prepare_run_dir(cfg, run_dir, facts)
-    results_path, traces_path = run_dir / "results.jsonl", run_dir / "traces.jsonl"
+    results_path, traces_path = run_dir / RESULTS, run_dir / "traces.jsonl"
     drop_torn_tail(results_path)
     drop_torn_tail(traces_path)
-    done = {k for k, r in read_results(results_path).items() if not r.get("error")}
+    done = {k for k, r in read_results(results_path).items() if not r.error}
     todo = [(s, q) for s in cfg.strategies for q in questions if (s, q.id) not in done]
     total = len(cfg.strategies) * len(questions)
     if progress and total > len(todo):
@@ -186,15 +161,14 @@ async def run_eval(
     running: dict[str, list[float]] = {}
     finished = [0]  # answers written in this call (the bar may be disabled)
 
-    async def write(record: dict[str, Any], trace: Trace | None) -> None:
+    async def write(record: ResultRecord, trace: Trace | None) -> None:
         async with write_lock:
-            with results_path.open("a", encoding="utf-8") as f:
-                f.write(json.dumps(record, ensure_ascii=False) + "\n")
+            append_result(results_path, record)
             if trace is not None:
                 write_jsonl([trace], traces_path)
             for m in ("f1", "accuracy", "rouge_l"):
-                if m in record.get("metrics", {}):
-                    running.setdefault(f"{record['strategy']}:{m}", []).append(record["metrics"][m])
+                if m in record.metrics:
+                    running.setdefault(f"{record.strategy}:{m}", []).append(record.metrics[m])
             bar.set_postfix({k: f"{statistics.fmean(v):.2f}" for k, v in running.items()}, refresh=False)
             bar.update(1)
             finished[0] += 1

@@ -426,21 +426,21 @@ def create_app(settings: ServeSettings, llm=None):
     @app.get("/view/runs/{run_id}/traces/{trace_id}", response_class=SafeHTML, include_in_schema=False)
     async def view_trace(run_id: str, trace_id: str):
         trace = store.trace(run_id, trace_id)
-        result = next((r for r in store.results(run_id) if r["trace_id"] == trace_id), None)
+        result = next((r for r in store.results(run_id) if r.trace_id == trace_id), None)
         return SafeHTML(pages.trace_page(trace, links, run_id, result))
 
     @app.get("/view/traces/{trace_id}", response_class=SafeHTML, include_in_schema=False)
     async def view_any_trace(trace_id: str):
         run_id, trace = find_trace(trace_id)
-        result = next((r for r in store.results(run_id) if r["trace_id"] == trace_id), None) if run_id else None
+        result = next((r for r in store.results(run_id) if r.trace_id == trace_id), None) if run_id else None
         return SafeHTML(pages.trace_page(trace, links, run_id, result))
 
     @app.get("/view/runs/{run_id}/question", response_class=SafeHTML, include_in_schema=False)
     async def view_question(run_id: str, qid: str):
-        results = [r for r in store.results(run_id) if r["qid"] == qid]
+        results = [r for r in store.results(run_id) if r.qid == qid]
         if not results:
             raise UnknownNameError(f"no question {qid[:80]!r} in run {run_id!r}", hint="the run page lists its questions")
-        traces = store.traces(run_id, [r["trace_id"] for r in results if r["trace_id"]])
+        traces = store.traces(run_id, [r.trace_id for r in results if r.trace_id])
         return SafeHTML(pages.question_page(run_id, qid, results, traces, links))
 
     app.state.started = time.time()

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from marag.errors import MaragError
+from marag.eval.rundir import ResultRecord
 
 RUNNING, DONE, FAILED = "running", "done", "failed"
 
@@ -38,10 +39,9 @@ class Job:
         changed, self._changed = self._changed, asyncio.Event()
         changed.set()  # wakes every reader waiting now; later ones wait on the new event
 
-    def progress(self, record: dict[str, Any], done: int, total: int) -> None:
+    def progress(self, record: ResultRecord, done: int, total: int) -> None:
         self.done, self.total = done, total
-        self.publish({"done": done, "total": total, "strategy": record.get("strategy"), "qid": record.get("qid"),
-                      "error": record.get("error")})  # fmt: skip
+        self.publish({"done": done, "total": total, "strategy": record.strategy, "qid": record.qid, "error": record.error})
 
     def finish(self, status: str, error: str | None = None) -> None:
         self.status, self.error = status, error

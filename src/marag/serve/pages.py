@@ -20,6 +20,7 @@ from typing import Any
 from urllib.parse import quote
 
 from marag.eval.attribution import CAUSES
+from marag.eval.rundir import ResultRecord
 from marag.serve.trajectory import Palette, e, num, trajectory
 
 CSS = """
@@ -184,24 +185,24 @@ def _mean(values: Iterable[float], spec: str = ".3f") -> str:
     return format(sum(vals) / len(vals), spec) if vals else "–"
 
 
-def _headline(results: list[dict[str, Any]]) -> str | None:
-    present = {m for r in results for m in r["metrics"]}
+def _headline(results: list[ResultRecord]) -> str | None:
+    present = {m for r in results for m in r.metrics}
     return next((m for m in ("accuracy", "f1", "rouge_l", "em") if m in present), None)
 
 
-def run_page(run_id: str, meta: dict[str, Any], results: list[dict[str, Any]], plots: list[str], links: Links) -> str:
+def run_page(run_id: str, meta: dict[str, Any], results: list[ResultRecord], plots: list[str], links: Links) -> str:
     """The metrics, every question (first: that is what people open a run for), the
     settings, and the plots side by side at the end."""
-    by_strategy: dict[str, list[dict]] = defaultdict(list)
+    by_strategy: dict[str, list[ResultRecord]] = defaultdict(list)
     for r in results:
-        by_strategy[r["strategy"]].append(r)
-    metrics = sorted({m for r in results for m in r["metrics"]})
+        by_strategy[r.strategy].append(r)
+    metrics = sorted({m for r in results for m in r.metrics})
     head = "".join(f"<th>{e(m)}</th>" for m in metrics)
     rows = "".join(
-        f"<tr><td>{e(s)}</td><td class='n'>{len(rs)}</td><td class='n'>{sum(1 for r in rs if r['error'])}</td>"
-        + "".join(f"<td class='n'>{_mean(r['metrics'][m] for r in rs if m in r['metrics'])}</td>" for m in metrics)
-        + f"<td class='n'>{_mean((r['cost'].get('llm_calls', 0) for r in rs), '.1f')}</td>"
-        + f"<td class='n'>{_mean((r['cost'].get('seconds', 0) for r in rs), '.1f')}</td></tr>"
+        f"<tr><td>{e(s)}</td><td class='n'>{len(rs)}</td><td class='n'>{sum(1 for r in rs if r.error)}</td>"
+        + "".join(f"<td class='n'>{_mean(r.metrics[m] for r in rs if m in r.metrics)}</td>" for m in metrics)
+        + f"<td class='n'>{_mean((r.cost.get('llm_calls', 0) for r in rs), '.1f')}</td>"
+        + f"<td class='n'>{_mean((r.cost.get('seconds', 0) for r in rs), '.1f')}</td></tr>"
         for s, rs in by_strategy.items()
     )
     table = f"<table id='metrics'><tr><th>strategy</th><th>n</th><th>failed</th>{head}<th>LLM calls</th><th>seconds</th></tr>{rows}</table>"
@@ -210,14 +211,14 @@ def run_page(run_id: str, meta: dict[str, Any], results: list[dict[str, Any]], p
         f"<figcaption class='meta'>{e(p)}</figcaption></figure>"
         for p in plots
     )
-    causes = [c for c in CAUSES if any(r["cause"] == c for r in results)]
+    causes = [c for c in CAUSES if any(r.cause == c for r in results)]
     crow = "".join(
-        f"<tr><td>{e(s)}</td>" + "".join(f"<td class='n'>{sum(r['cause'] == c for r in rs)}</td>" for c in causes) + "</tr>"
+        f"<tr><td>{e(s)}</td>" + "".join(f"<td class='n'>{sum(r.cause == c for r in rs)}</td>" for c in causes) + "</tr>"
         for s, rs in by_strategy.items()
     )
     failures = f"<table id='causes'><tr><th>strategy</th>{''.join(f'<th>{e(c)}</th>' for c in causes)}</tr>{crow}</table>"
     settings = e(json.dumps(meta.get("strategy_settings", {}), indent=1, ensure_ascii=False))
-    n_questions = len({r["qid"] for r in results})
+    n_questions = len({r.qid for r in results})
     return page(
         f"run {run_id}",
         f"<h1>Run {e(run_id)}</h1><div class='meta'>dataset {e(_get(meta, 'config', 'dataset'))} · {n_questions} questions · "
@@ -232,17 +233,17 @@ def run_page(run_id: str, meta: dict[str, Any], results: list[dict[str, Any]], p
     )
 
 
-def comparison(run_id: str, results: list[dict[str, Any]], links: Links) -> str:
+def comparison(run_id: str, results: list[ResultRecord], links: Links) -> str:
     """Every question with each strategy's answer (linked to its trajectory); rows where
     the strategies' scores differ can be shown alone."""
-    strategies = list(dict.fromkeys(r["strategy"] for r in results))
+    strategies = list(dict.fromkeys(r.strategy for r in results))
     head = _headline(results)
-    by_q: dict[str, dict[str, dict]] = defaultdict(dict)
+    by_q: dict[str, dict[str, ResultRecord]] = defaultdict(dict)
     for r in results:
-        by_q[r["qid"]][r["strategy"]] = r
+        by_q[r.qid][r.strategy] = r
     rows = []
     for qid, per in by_q.items():
-        scores = {round(per[s]["metrics"].get(head, 0.0), 3) for s in per} if head else set()
+        scores = {round(per[s].metrics.get(head, 0.0), 3) for s in per} if head else set()
         agree = "1" if len(scores) <= 1 else "0"
         cells = []
         for s in strategies:
@@ -250,18 +251,18 @@ def comparison(run_id: str, results: list[dict[str, Any]], links: Links) -> str:
             if r is None:
                 cells.append("<td>–</td>")
                 continue
-            score = f" <span class='meta'>{head} {r['metrics'].get(head, 0.0):.2f}</span>" if head else ""
-            score += f" <span class='cause'>{e(r['cause'].replace('_', ' '))}</span>"
-            text = e(r["prediction"] or r["error"] or "")
-            link = f" <a href='{e(links.trace(run_id, r['trace_id']))}'>trajectory</a>" if r["trace_id"] else ""
+            score = f" <span class='meta'>{head} {r.metrics.get(head, 0.0):.2f}</span>" if head else ""
+            score += f" <span class='cause'>{e(r.cause.replace('_', ' '))}</span>"
+            text = e(r.prediction or r.error or "")
+            link = f" <a href='{e(links.trace(run_id, r.trace_id))}'>trajectory</a>" if r.trace_id else ""
             cells.append(f"<td class='{'disagree' if agree == '0' else ''}'>{text}{score}{link}</td>")
         first = next(iter(per.values()))
-        q = f"<a class='question' href='{e(links.question(run_id, qid))}'>{e(first['question'])}</a>"
-        gold = e(_short("; ".join(first["answers"]), 200))
-        causes = " ".join(f"{s}:{per[s]['cause']}" for s in strategies if s in per)
+        q = f"<a class='question' href='{e(links.question(run_id, qid))}'>{e(first.question)}</a>"
+        gold = e(_short("; ".join(first.answers), 200))
+        causes = " ".join(f"{s}:{per[s].cause}" for s in strategies if s in per)
         rows.append(f"<tr data-agree='{agree}' data-causes='{e(causes)}'><td>{q}<div class='meta'>gold: {gold}</div></td>{''.join(cells)}</tr>")
     header = "".join(f"<th>{e(s)}</th>" for s in strategies)
-    counts = Counter(f"{r['strategy']}:{r['cause']}" for r in results)
+    counts = Counter(f"{r.strategy}:{r.cause}" for r in results)
     options = "".join(
         f"<option value='{e(k)}'>{e(k.replace(':', ' / '))} ({n})</option>" for k, n in sorted(counts.items()) if not k.endswith(":correct")
     )
@@ -273,53 +274,52 @@ def comparison(run_id: str, results: list[dict[str, Any]], links: Links) -> str:
 
 
 # -- one question -----------------------------------------------------------------------------
-def _scores(r: dict[str, Any]) -> str:
-    return " · ".join(f"{e(m)} <b>{num(v, '.2f')}</b>" for m, v in r["metrics"].items()) or "–"
+def _scores(r: ResultRecord) -> str:
+    return " · ".join(f"{e(m)} <b>{num(v, '.2f')}</b>" for m, v in r.metrics.items()) or "–"
 
 
-def _gold(r: dict[str, Any]) -> str:
-    answers = "".join(f"<li>{e(a)}</li>" for a in r["answers"]) or "<li>(none given)</li>"
-    docs = "".join(f"<li>{e(d)}</li>" for d in r["gold_doc_ids"])
+def _gold(r: ResultRecord) -> str:
+    answers = "".join(f"<li>{e(a)}</li>" for a in r.answers) or "<li>(none given)</li>"
+    docs = "".join(f"<li>{e(d)}</li>" for d in r.gold_doc_ids)
     return (
-        f"<div class='goldbox' id='gold'><div><b>Gold answer{'s' if len(r['answers']) > 1 else ''}</b><ul>{answers}</ul></div>"
+        f"<div class='goldbox' id='gold'><div><b>Gold answer{'s' if len(r.answers) > 1 else ''}</b><ul>{answers}</ul></div>"
         + (f"<div><b>Gold documents</b> <span class='meta'>(marked <span class='gold'>gold</span> among the hits)</span><ul>{docs}</ul></div>" if docs else "")
         + "</div>"
     )
 
 
-def question_page(run_id: str, qid: str, results: list[dict[str, Any]], traces: dict[str, dict], links: Links) -> str:
+def question_page(run_id: str, qid: str, results: list[ResultRecord], traces: dict[str, dict], links: Links) -> str:
     """The question once, its gold answers and documents, each strategy's answer with
     its scores, and their trajectories side by side."""
     first = results[0]
-    gold = set(first["gold_doc_ids"])
+    gold = set(first.gold_doc_ids)
     rows, cols, palette = [], [], Palette()  # one palette: a role has one colour in every column
     for r in results:
-        t = traces.get(r["trace_id"] or "")
-        link = f"<a href='{e(links.trace(run_id, r['trace_id']))}'>trajectory</a>" if t else "–"
-        answer = e(r["prediction"] or "") + (f"<div class='error'>error: {e(r['error'])}</div>" if r["error"] else "")
-        cost = f"{num(r['cost'].get('llm_calls'), '.0f')} LLM calls · {num(r['cost'].get('seconds'), '.1f')} s"
+        t = traces.get(r.trace_id or "")
+        link = f"<a href='{e(links.trace(run_id, r.trace_id))}'>trajectory</a>" if t else "–"
+        answer = e(r.prediction or "") + (f"<div class='error'>error: {e(r.error)}</div>" if r.error else "")
+        cost = f"{num(r.cost.get('llm_calls'), '.0f')} LLM calls · {num(r.cost.get('seconds'), '.1f')} s"
         rows.append(
-            f"<tr><td>{e(r['strategy'])}</td><td class='pred'>{answer}</td><td>{e(r['cause'].replace('_', ' '))}</td>"
+            f"<tr><td>{e(r.strategy)}</td><td class='pred'>{answer}</td><td>{e(r.cause.replace('_', ' '))}</td>"
             f"<td>{_scores(r)}</td><td class='meta'>{cost}</td><td>{link}</td></tr>"
         )
-        body = trajectory(t, f"t{r['trace_id']}", gold, palette) if t else f"<div>{e(r['error'] or 'no trace')}</div>"
-        cols.append(f"<div><h2>{e(r['strategy'])}</h2>{body}</div>")
-    extra = first.get("metadata") if isinstance(first.get("metadata"), dict) else {}
-    about = " · ".join(f"{e(k)} {e(v)}" for k, v in extra.items() if isinstance(v, (str, int, float)))
+        body = trajectory(t, f"t{r.trace_id}", gold, palette) if t else f"<div>{e(r.error or 'no trace')}</div>"
+        cols.append(f"<div><h2>{e(r.strategy)}</h2>{body}</div>")
+    about = " · ".join(f"{e(k)} {e(v)}" for k, v in first.metadata.items() if isinstance(v, (str, int, float)))
     return page(
         f"question {qid}",
-        f"<h1 id='question'>{e(first['question'])}</h1><div class='meta'>question {e(qid)}{' · ' + about if about else ''}</div>"
+        f"<h1 id='question'>{e(first.question)}</h1><div class='meta'>question {e(qid)}{' · ' + about if about else ''}</div>"
         f"{_gold(first)}"
         "<h2>Answers</h2><table id='answers'><tr><th>strategy</th><th>answer</th><th>cause</th><th>scores</th><th>cost</th><th></th></tr>"
         f"{''.join(rows)}</table>"
         f"<h2>Trajectories</h2><div class='cols'>{''.join(cols)}</div>",
         links,
-        [(f"run {_short(run_id)}", links.run(run_id)), (f"question {_short(first['question'], 50)}", None)],
+        [(f"run {_short(run_id)}", links.run(run_id)), (f"question {_short(first.question, 50)}", None)],
     )
 
 
 # -- one trajectory ---------------------------------------------------------------------------
-def trace_page(trace: dict[str, Any], links: Links, run_id: str | None = None, result: dict[str, Any] | None = None) -> str:
+def trace_page(trace: dict[str, Any], links: Links, run_id: str | None = None, result: ResultRecord | None = None) -> str:
     """One trajectory; inside a run (`run_id`, and its `result` record when found) with
     breadcrumbs to the run and the question, and the gold answer beside the answer."""
     question = str(trace.get("question") or "")
@@ -327,7 +327,7 @@ def trace_page(trace: dict[str, Any], links: Links, run_id: str | None = None, r
     if run_id:
         crumbs.append((f"run {_short(run_id)}", links.run(run_id)))
         if result:
-            crumbs.append((f"question {_short(question, 50)}", links.question(run_id, result["qid"])))
+            crumbs.append((f"question {_short(question, 50)}", links.question(run_id, result.qid)))
     crumbs.append((f"{trace.get('strategy', '')} trajectory", None))
     gold = _gold(result) if result else ""
     scores = f"<div class='meta'>scores: {_scores(result)}</div>" if result else ""
@@ -335,7 +335,7 @@ def trace_page(trace: dict[str, Any], links: Links, run_id: str | None = None, r
         f"<h1 id='question'>{e(question)}</h1><div class='meta'>strategy {e(trace.get('strategy'))}</div>"
         f"<div class='cols'><div><h2>Answer</h2><div class='answer' id='answer'>{e(trace.get('answer') or '(none)')}</div>{scores}</div>"
         + (f"<div><h2>Expected</h2>{gold}</div>" if gold else "")
-        + f"</div>{trajectory(trace, 'step', set(result['gold_doc_ids']) if result else ())}"
+        + f"</div>{trajectory(trace, 'step', set(result.gold_doc_ids) if result else ())}"
     )
     return page(f"trajectory {trace.get('id')}", body, links, crumbs)
 

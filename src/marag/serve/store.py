@@ -7,9 +7,10 @@ path lies inside the root. A run folder or file whose link leads out is skipped 
 a warning, never read: a run copied from someone else cannot make the server, or
 `marag view`, show a file from elsewhere on the machine.
 
-Run folders are other people's data as much as requests are: records of the wrong
-shape are skipped or cleaned here, so the pages and the API never fail on them, and
-one unreadable run never hides the others.
+Run folders are other people's data as much as requests are: result lines of the
+wrong shape are skipped or cleaned (`marag.eval.rundir` reads them, `shown` readies
+them for the pages) and config files are checked here, so the pages and the API never
+fail on them, and one unreadable run never hides the others.
 """
 
 from __future__ import annotations
@@ -20,8 +21,9 @@ import warnings
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from marag.eval.attribution import CAUSES, cause_of_record
 from marag.errors import MaragError, MaragWarning, UnknownNameError
+from marag.eval.attribution import cause_of_record
+from marag.eval.rundir import RESULTS, ResultRecord, scan_results
 
 RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]{0,199}$")
 TRACE_ID = re.compile(r"^[0-9a-f]{6,64}$")
@@ -132,26 +134,17 @@ class RunStore:
             raise UnreadableRun(f"run {run_id!r} cannot be read: {problem}", hint=f"{problem}; fix it or remove the folder")
         return meta
 
-    def results(self, run_id: str) -> list[dict[str, Any]]:
-        """The latest record per (strategy, question), cleaned (see `clean_result`);
-        lines that are not records are skipped, as a torn last line is."""
-        path = self._path(run_id, "results.jsonl")
-        out: dict[tuple[str, str], dict[str, Any]] = {}
+    def results(self, run_id: str) -> list[ResultRecord]:
+        """The latest record per (strategy, question) (`marag.eval.rundir`: fields of the
+        wrong shape emptied), made fit to show (see `shown`); lines that are not records
+        are skipped, as a torn last line is."""
+        path = self._path(run_id, RESULTS)
         if path is None:
             return []
-        bad = 0
-        for line in path.read_bytes().decode("utf-8", errors="replace").splitlines():
-            if not line.strip():
-                continue
-            try:
-                r = clean_result(json.loads(line))
-            except (json.JSONDecodeError, ValueError):
-                bad += 1
-                continue
-            out[(r["strategy"], r["qid"])] = r
+        records, bad = scan_results(path)
         if bad > 1:  # one is a torn last line, normal after a killed run
-            warn(f"run {run_id!r}: {bad} lines of results.jsonl are not result records: skipped")
-        return list(out.values())
+            warn(f"run {run_id!r}: {bad} lines of {RESULTS} are not result records: skipped")
+        return [shown(r) for r in records.values()]
 
     def plots(self, run_id: str) -> list[str]:
         self.meta(run_id)
@@ -228,33 +221,11 @@ def _str_list(value: Any) -> bool:
     return isinstance(value, list) and bool(value) and all(isinstance(v, str) for v in value)
 
 
-def _num(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    return float(value)
-
-
-def _strs(value: Any) -> list[str]:
-    return [str(v) for v in value] if isinstance(value, list) else []
-
-
-def clean_result(r: Any) -> dict[str, Any]:
-    """A result record with the types the pages rely on: ValueError when it is not one
-    (no string strategy and qid); numbers that are not numbers are dropped."""
-    if not isinstance(r, dict) or not isinstance(r.get("strategy"), str) or not isinstance(r.get("qid"), str):
-        raise ValueError("not a result record")  # noqa: TRY004 - a line's content, read as a value
-    out = dict(r)
-    out["question"] = str(r.get("question") or r["qid"])
-    out["prediction"] = None if r.get("prediction") is None else str(r["prediction"])
-    out["error"] = None if r.get("error") is None else str(r["error"])
-    for key in ("metrics", "cost"):
-        raw = r.get(key) if isinstance(r.get(key), dict) else {}
-        out[key] = {str(k): v for k, v in ((k, _num(v)) for k, v in raw.items()) if v is not None}
-    out["answers"] = _strs(r.get("answers"))
-    out["gold_doc_ids"] = _strs(r.get("gold_doc_ids"))
-    out["retrieved_doc_ids"] = _strs(r.get("retrieved_doc_ids"))
-    tid = r.get("trace_id")
-    out["trace_id"] = tid if isinstance(tid, str) and TRACE_ID.fullmatch(tid) else None
-    # one of the known causes only (the record is data from a file): else worked out again
-    out["cause"] = r["cause"] if r.get("cause") in CAUSES else cause_of_record({**out, "cause": None})
-    return out
+def shown(r: ResultRecord) -> ResultRecord:
+    """A record as the pages and links use it: a question text (its id when it has none),
+    a trace id only of the shape trace ids have (it becomes a link and a file lookup), and
+    one of the known causes (`cause_of_record`: else worked out again)."""
+    r.question = r.question or r.qid
+    r.trace_id = r.trace_id if r.trace_id and TRACE_ID.fullmatch(r.trace_id) else None
+    r.cause = cause_of_record(r)
+    return r

@@ -15,6 +15,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from marag.errors import MaragError
+from marag.eval.rundir import ResultRecord
 from marag.serve import pages
 from marag.serve.store import RunStore
 
@@ -30,13 +31,13 @@ def write_static(run_dir: str | Path, out: str | Path) -> Path:
     _write(out / "index.html", pages.run_page(run_id, meta, results, plots, top))
     for p in plots:
         _write(out / p, store.file(run_id, p).read_bytes())
-    traces = store.traces(run_id, [r["trace_id"] for r in results if r["trace_id"]])
-    by_trace = {r["trace_id"]: r for r in results if r["trace_id"]}
+    traces = store.traces(run_id, [r.trace_id for r in results if r.trace_id])
+    by_trace = {r.trace_id: r for r in results if r.trace_id}
     for tid, t in traces.items():
         _write(traces_dir / f"{tid}.html", pages.trace_page(t, below, run_id, by_trace.get(tid)))
-    by_q: dict[str, list[dict]] = defaultdict(list)
+    by_q: dict[str, list[ResultRecord]] = defaultdict(list)
     for r in results:
-        by_q[r["qid"]].append(r)
+        by_q[r.qid].append(r)
     for qid, rs in by_q.items():
         _write(questions_dir / pages.question_file(qid), pages.question_page(run_id, qid, rs, traces, below))
     return out / "index.html"

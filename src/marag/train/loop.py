@@ -47,7 +47,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from marag.errors import MaragError
 from marag.eval.datasets import load_dataset
-from marag.eval.runner import drop_torn_tail
+from marag.eval.rundir import drop_torn_tail
 from marag.llm import LLMConfig, make_llm
 from marag.strategies import STRATEGIES, make_strategy
 from marag.trace import Trace
