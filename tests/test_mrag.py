@@ -428,15 +428,16 @@ def test_per_role_llm_override(retriever):
         Move=[move("end")],
     )
     answerer_llm = ScriptedLLM([{"answer": "polonium and radium"}], model="big-answerer")
-    strat = MRAG(ScriptedLLM(fn=main), retriever, llms={"answerer": answerer_llm})
+    with pytest.warns(FutureWarning, match="mrag.answerer"):  # a bare role name still works, with a warning
+        strat = MRAG(ScriptedLLM(fn=main), retriever, llms={"answerer": answerer_llm})
     ans = run(strat, "Which two elements did Marie Curie discover in 1898?")
     assert ans.answer == "polonium and radium"
     assert "AnswerOutput" not in main.calls and len(answerer_llm.calls) == 1
     step = next(s for s in ans.trace.steps if s.agent == "answerer")
     assert step.llm_calls[0].model == "big-answerer" and "Marie Curie" in step.llm_calls[0].messages[-1]["content"]
     # the same from config: an LLMConfig per role, built with make_llm
-    strat = MRAG(ScriptedLLM(fn=main), retriever, {"role_llms": {"answerer": {"backend": "scripted", "model": "cfg"}}})
-    assert strat.llms["answerer"].model == "cfg"
+    strat = MRAG(ScriptedLLM(fn=main), retriever, {"role_llms": {"mrag.answerer": {"backend": "scripted", "model": "cfg"}}})
+    assert strat.llms["mrag.answerer"].model == "cfg"
     with pytest.raises(ValueError):
         MRAG(ScriptedLLM(), retriever, llms={"answerrer": answerer_llm})
 
