@@ -147,6 +147,32 @@ def test_a_call_past_the_budget_is_skipped_not_made():
     assert len(llm.calls) == 1
 
 
+class _SlowLLM(ScriptedLLM):
+    """Yields to the event loop inside each call, as a real round trip does."""
+
+    async def _complete(self, *args):
+        await asyncio.sleep(0.01)
+        return await super()._complete(*args)
+
+
+@pytest.mark.parametrize(("limits", "made"), [({"max_llm_calls": 2}, 2), ({"max_tokens": 12}, 1)])
+def test_calls_at_once_count_against_the_budget_while_in_flight(limits, made):
+    # before: all six passed the check before the first was charged, so the budget
+    # overshot by all of them; now a call in flight holds its call and its tokens
+    llm = _SlowLLM(fn=lambda m, o: "one two three")
+    budget = Budget(**limits)
+
+    async def six():
+        with activate_budget(budget):
+            msg = [Message(role="user", content="four words of prompt")]
+            return await asyncio.gather(*(llm.generate(msg, max_tokens=8) for _ in range(6)), return_exceptions=True)
+
+    results = asyncio.run(six())
+    assert len(llm.calls) == made and budget.calls == made
+    assert sum(isinstance(r, BudgetExhausted) for r in results) == 6 - made
+    assert budget.stopped_by == next(iter(limits)).removeprefix("max_")
+
+
 @pytest.mark.parametrize(
     ("limits", "reason"),
     [({"max_llm_calls": 4}, "llm_calls"), ({"max_tokens": 300}, "tokens"), ({"deadline_s": 1e-6}, "deadline")],

@@ -14,6 +14,12 @@ Calls and tokens do not depend on the machine, so runs that stop on them are
 reproducible; a deadline does depend on the machine's load (`--deterministic` turns
 it off). A call already running when the deadline passes finishes: its length is
 bounded by the agent's `max_tokens`.
+
+Calls of one question may run at once (mRAG judges pages in parallel), so a call is
+let through only if the calls and tokens *in flight* fit too: each reserves one call
+and an estimate of its tokens (its prompt's characters / 4 plus its completion cap)
+until it is charged. Without that, every concurrent call passed the check before any
+was charged and the budget overshot by all of them; with it, by one call's size at most.
 """
 
 from __future__ import annotations
@@ -41,16 +47,19 @@ class Budget:
     stopped_by: str | None = None  # the first limit that was reached
     _started: float = field(default_factory=time.monotonic, repr=False)
     _grace: int = field(default=0, repr=False)
+    _in_flight: int = field(default=0, repr=False)
+    _reserved: int = field(default=0, repr=False)  # estimated tokens of the calls in flight
 
     def elapsed(self) -> float:
         return time.monotonic() - self._started
 
     def spent(self) -> str | None:
-        """The limit that is reached ("llm_calls", "tokens", "deadline"), else None."""
+        """The limit that is reached ("llm_calls", "tokens", "deadline"), else None.
+        Calls in flight count as made: they will be charged when they return."""
         if self.stopped_by is None:
-            if self.max_llm_calls is not None and self.calls >= self.max_llm_calls:
+            if self.max_llm_calls is not None and self.calls + self._in_flight >= self.max_llm_calls:
                 self.stopped_by = "llm_calls"
-            elif self.max_tokens is not None and self.tokens >= self.max_tokens:
+            elif self.max_tokens is not None and self.tokens + self._reserved >= self.max_tokens:
                 self.stopped_by = "tokens"
             elif self.deadline_s is not None and self.elapsed() >= self.deadline_s:
                 self.stopped_by = "deadline"
@@ -68,6 +77,19 @@ class Budget:
     def charge(self, prompt_tokens: int, completion_tokens: int) -> None:
         self.calls += 1
         self.tokens += prompt_tokens + completion_tokens
+
+    @contextlib.contextmanager
+    def reserve(self, estimate: int) -> Iterator[None]:
+        """Check, then hold one call and `estimate` tokens until the call is charged
+        (the caller charges inside the block)."""
+        self.check()
+        self._in_flight += 1
+        self._reserved += estimate
+        try:
+            yield
+        finally:
+            self._in_flight -= 1
+            self._reserved -= estimate
 
     @contextlib.contextmanager
     def grace(self) -> Iterator[None]:

@@ -101,8 +101,13 @@ class ChatModel(ABC):
     ) -> LLMResponse:
         msgs = [_as_dict(m) for m in messages]
         budget = current_budget()
-        if budget is not None:
-            budget.check()  # a spent budget skips the call: no round trip, no record
+        if budget is None:
+            return await self._generate(msgs, output, temperature, max_tokens, seed, None)
+        # a spent budget skips the call: no round trip, no record
+        with budget.reserve(sum(len(m["content"]) for m in msgs) // 4 + max_tokens):
+            return await self._generate(msgs, output, temperature, max_tokens, seed, budget)
+
+    async def _generate(self, msgs, output, temperature, max_tokens, seed, budget) -> LLMResponse:
         schema = output_schema(output, inline=self.inline_refs) if output is not None else None
         key, model = None, self.call_model()
         if self.cache is not None and (temperature <= 0 or self.cache_sampled):
