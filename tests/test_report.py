@@ -78,6 +78,10 @@ def test_report_pairs_questions_counts_failures_and_prints_settings(tmp_path):
     common, left = common_questions(groups)
     assert common == {"q1", "q2", "q3"} and left == {"vanilla_rag": 1, "mrag": 0}
     assert metric_values(groups["mrag"], "f1") == {"q1": 1.0, "q2": 0.5, "q3": 0.0}  # the failure is a 0
+    # ... the worst value, which for a lower-is-better share is 1, not its best (0)
+    for r in groups["mrag"][:2]:
+        r.metrics["overlong"] = 0.0
+    assert metric_values(groups["mrag"], "overlong") == {"q1": 0.0, "q2": 0.0, "q3": 1.0}
 
     text = build_report([run], plots=False).read_text()
     assert "3 questions answered by every strategy; left out: vanilla_rag=1" in text

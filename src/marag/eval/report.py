@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from marag.eval.attribution import CAUSES, FAILURES, cause_of_record
+from marag.eval.metrics.base import METRICS
 from marag.eval.rundir import RESULTS, ResultRecord, read_results
 from marag.eval.stats import mean_ci, paired_diff_ci, questions_needed
 from marag.trace import read_jsonl
@@ -112,14 +113,21 @@ def common_questions(groups: dict[str, list[ResultRecord]]) -> tuple[set[str], d
     return common, {name: len(i - common) for name, i in zip(groups, ids)}
 
 
+def failed_value(metric: str) -> float:
+    """What a failed question counts as for `metric`: its worst value (0, or 1 for a
+    lower-is-better share such as `overlong`); names outside the registry (a judged
+    metric's _std column) count 0."""
+    return METRICS.get(metric).worst if metric in METRICS else 0.0
+
+
 def metric_values(rows: list[ResultRecord], metric: str) -> dict[str, float]:
-    """qid -> value of `metric`; a failed question counts as a failure (0), a question
-    the metric does not apply to (no gold documents, a strategy that never retrieves)
-    is left out."""
+    """qid -> value of `metric`; a failed question counts as a failure (the metric's
+    worst value, see `failed_value`), a question the metric does not apply to (no gold
+    documents, a strategy that never retrieves) is left out."""
     out = {}
     for r in rows:
         if r.error:
-            out[r.qid] = 0.0
+            out[r.qid] = failed_value(metric)
         elif metric in r.metrics:
             out[r.qid] = r.metrics[metric]
     return out
@@ -368,7 +376,7 @@ def build_report(
         + f". {len(common)} questions answered by every strategy"
         + (f"; left out: {', '.join(f'{k}={n}' for k, n in left_out.items() if n)}" if any(left_out.values()) else "")
         + (f" (questions: {', '.join(sorted(dropped)[:10])}{', ...' if len(dropped) > 10 else ''})" if dropped else "")
-        + ". Failed questions count as failures (0). Cells: mean [95% bootstrap interval]."
+        + ". Failed questions count as failures (0; 1 for `overlong`). Cells: mean [95% bootstrap interval]."
     )
     if unfinished:
         parts.append("")

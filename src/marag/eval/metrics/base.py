@@ -51,6 +51,9 @@ class Metric:
     needs_judge: ClassVar[bool] = False
     kind: ClassVar[str] = "answer"  # answer | retrieval | judged (for listings and reports)
     description: ClassVar[str] = ""
+    # what a question that failed (no answer at all) counts as in a report: the worst
+    # value, which is 0 for the usual higher-is-better metric
+    worst: ClassVar[float] = 0.0
 
     def __init__(self, temperature: float = 0.0, batch: int | None = None):
         # The judge's sampling temperature (metrics without a judge ignore it); the

@@ -257,6 +257,7 @@ class Overlong(Metric):
     name = "overlong"
     requires = frozenset({"answers"})
     description = f"1 when the answer is more than {OVERLONG_SLACK} words longer than the longest gold answer (lower is better)."
+    worst = 1.0  # a failed question is not a well-kept short answer
 
     async def score(self, ex: EvalExample, judge: LLM | None = None, seed: int | None = None) -> MetricResult:
         return MetricResult(value=overlong(ex.prediction, ex.question.answers))
