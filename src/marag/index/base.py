@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import os
 from numbers import Real
-from typing import TYPE_CHECKING, Any, Iterable, Protocol, Sequence, runtime_checkable
+from typing import TYPE_CHECKING, Any, Iterable, Protocol, Self, Sequence, runtime_checkable
 
 if TYPE_CHECKING:
     from marag.corpus.models import Chunk
@@ -208,3 +208,17 @@ class Index(Protocol):
     def __enter__(self) -> "Index": ...
 
     def __exit__(self, *exc: object) -> None: ...
+
+
+class ClosingIndex:
+    """`with` for an index: `__enter__` returns it, `__exit__` calls its `close()`. The
+    one pair every `Index` (a directory, a Milvus collection) takes."""
+
+    def close(self) -> None:  # pragma: no cover - each index has its own
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -36,7 +36,7 @@ from pydantic import ValidationError
 import marag
 from marag.corpus.models import Chunk, Document
 from marag.errors import CorpusError, IndexFormatError, UnknownNameError
-from marag.index.base import Retriever
+from marag.index.base import ClosingIndex, Retriever
 from marag.index.config import IndexConfig
 from marag.index.embed import EMBEDDERS
 from marag.index.kinds import HYBRID, RETRIEVERS
@@ -210,7 +210,7 @@ def _manifest(
     }
 
 
-class DirectoryIndex:
+class DirectoryIndex(ClosingIndex):
     """An opened index directory (an `Index`, `marag.index.base`). Parts load on first
     use: opening an index reads only its manifest; the chunks, BM25 arrays, vectors and
     embedding model load when a retriever that needs them is asked for. It holds no
@@ -234,12 +234,6 @@ class DirectoryIndex:
 
     def close(self) -> None:
         """Nothing to release: the files are read, never held open."""
-
-    def __enter__(self) -> "DirectoryIndex":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     # -- contents ---------------------------------------------------------------------------
     @cached_property

@@ -15,7 +15,7 @@ import numpy as np
 
 from marag.corpus.models import Chunk
 from marag.errors import IndexFormatError, MaragError, UnknownNameError
-from marag.index.base import Hit
+from marag.index.base import ClosingIndex, Hit
 from marag.index.config import IndexConfig
 from marag.index.embed import get_embedder
 from marag.index.milvus.client import _one_line, connect, disconnect, translated
@@ -91,7 +91,7 @@ def check_embedder(embedder, recorded: dict[str, Any], t: MilvusTarget) -> None:
         )
 
 
-class MilvusIndex:
+class MilvusIndex(ClosingIndex):
     """An opened Milvus index, an `Index` (marag.index.base) as an index directory is:
     manifest, config, retriever(kind, collection), collections(), chunks,
     position(chunk_id), close().
@@ -137,12 +137,6 @@ class MilvusIndex:
             client, self._client = self._client, None
         if client is not None:
             disconnect(client, self.target)
-
-    def __enter__(self) -> "MilvusIndex":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     # -- what it holds ------------------------------------------------------------------------
     @property
