@@ -331,3 +331,17 @@ def test_cited_context_keeps_what_facts_cite_and_the_best_new_passages_without_a
     ans = run("kair", llm(keep=lambda u: pytest.fail("no filter")), retriever, {"context": "cited", "keep_top": 0})
     assert [s.doc_id for s in ans.sources] == ["salt-winter", "holt"]
     assert KAIRConfig(paper=True, context="cited").context == "filter"  # the paper's filter role
+
+
+def test_gaps_that_are_not_words_are_not_opened(retriever):
+    """The 1.5B wrote a gap's number or a scrap of a passage ("/70's") as a new gap: it
+    would be searched for and never close, so it is not added to Required."""
+
+    def update(user):
+        out = updater(user)
+        if "Salt Winter" in numbered(user) and "Maren Holt" not in numbered(user):
+            out["new_gaps"] = ["/70's", GAP2]
+        return out
+
+    ans = run("kair", llm(update=update), retriever, {"max_steps": 1})
+    assert steps(ans, "knowledge_applied")[0].outputs["required"] == [QUESTION, GAP2]

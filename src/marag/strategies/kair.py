@@ -133,6 +133,13 @@ def _norm(text: str) -> str:
     return " ".join(re.findall(r"[a-z0-9]+", text.lower()))
 
 
+def is_gap(text: str) -> bool:
+    """A gap is something to find, in words: the 1.5B sometimes writes the number of a
+    gap, or a scrap of a passage ("/70's", "/104"), where the text belongs; a gap like
+    that would then be searched for and never close."""
+    return re.search(r"[^\W\d_]{2,}", text) is not None
+
+
 def packed(hits: list[Hit], chars: int | None) -> list[tuple[Hit, Doc]]:
     """`hits` (most relevant first) as documents that fit `chars` characters together
     (`pack_texts`: all shown while they fit, else clipped to a common share; the least
@@ -354,7 +361,7 @@ class KAIR(Strategy):
         st.required = [g for g in st.required if g not in closed]
         for gap in update.new_gaps:
             gap = " ".join(gap.split())
-            if gap and _norm(gap) not in known and repeated(gap, st.required) is None:
+            if is_gap(gap) and _norm(gap) not in known and repeated(gap, st.required) is None:
                 st.required.append(gap)
         with step("knowledge_applied") as s:
             s.outputs = {"added": added, "discarded_conflicts": conflicts, "discarded_unsupported": unsupported,
