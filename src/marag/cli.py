@@ -14,18 +14,15 @@ import typer
 
 from marag.cli_options import (
     HELP_NAMES,
-    CacheDirOpt,
-    ConcurrencyOpt,
     DataDirOpt,
     DeterministicOpt,
     LlmBaseUrlOpt,
     LlmOpt,
-    LoraOpt,
-    LoraRolesOpt,
-    NCtxOpt,
+    LlmOptions,
     ThreadsOpt,
     parse_set,
     usable_cores,
+    with_llm_options,
 )
 from marag.errors import MaragError, MaragWarning
 
@@ -170,7 +167,19 @@ def _lora(lora: Path | None, roles: str | None) -> dict:
     return {"lora": str(lora.resolve()), "lora_roles": resolve_lora_roles(lora, _csv(roles) if roles else None)}
 
 
+def _llm_config(options: LlmOptions, deterministic: bool | None = None):
+    """The strategies' `LLMConfig` from the shared LLM options (`deterministic` None: the
+    model's own setting)."""
+    from marag.llm import LLMConfig
+
+    return LLMConfig.from_spec(
+        options.llm, base_url=options.llm_base_url, threads=options.threads, cache_dir=options.cache_dir,
+        deterministic=deterministic, n_ctx=options.n_ctx, **_lora(options.lora, options.lora_roles),
+    )  # fmt: skip
+
+
 @app.command()
+@with_llm_options
 def ask(
     questions: Annotated[Optional[list[str]], typer.Argument(help="One or more questions.")] = None,
     index: Annotated[
@@ -185,14 +194,7 @@ def ask(
         Optional[str], typer.Option("--questions", help="Read questions from a file or dataset folder.")
     ] = None,
     limit: Annotated[int, typer.Option(help="With --questions: answer only the first N (0: all of them).")] = 0,
-    llm: LlmOpt = "llamacpp",
-    llm_base_url: LlmBaseUrlOpt = None,
-    threads: ThreadsOpt = usable_cores(),
-    n_ctx: NCtxOpt = None,
-    lora: LoraOpt = None,
-    lora_roles: LoraRolesOpt = None,
-    concurrency: ConcurrencyOpt = 4,
-    cache_dir: CacheDirOpt = None,
+    llm_options: LlmOptions = LlmOptions(),
     trace_out: Annotated[Optional[Path], typer.Option(help="Trace JSONL file (default: .marag/traces/ask-TIME.jsonl).")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object per answer.")] = False,
     config: Annotated[
@@ -218,10 +220,7 @@ def ask(
     if not qs:
         raise MaragError("no questions given", hint='marag ask "your question" --index IDX (or --questions FILE)')
 
-    llm_cfg = LLMConfig.from_spec(
-        llm, base_url=llm_base_url, threads=threads, cache_dir=cache_dir, deterministic=deterministic or None, n_ctx=n_ctx,
-        **_lora(lora, lora_roles),
-    )
+    llm_cfg = _llm_config(llm_options, deterministic=deterministic or None)
     overrides: dict = {}
     if config is not None:  # a run file: strategy, index, retriever, settings and model; options add to it
         from marag.eval.runfile import ask_config
@@ -230,7 +229,7 @@ def ask(
         strategy, retriever = saved.strategy, retriever or saved.retriever
         index = index or saved.index
         overrides = dict(saved.settings)
-        llm_cfg = LLMConfig.model_validate({**saved.llm, "threads": threads}) if saved.llm else llm_cfg
+        llm_cfg = LLMConfig.model_validate({**saved.llm, "threads": llm_options.threads}) if saved.llm else llm_cfg
     cls = STRATEGIES.get(strategy)
     ret = idx = None
     if cls.needs_retriever or index is not None:
@@ -246,7 +245,7 @@ def ask(
         model = make_llm(llm_cfg)
         strat = make_strategy(strategy, model, ret, overrides)
         # a bar when there is more than a question or two to wait for (stderr: --json stays clean)
-        answers = asyncio.run(run_many(strat, qs, concurrency=concurrency, progress=len(qs) > 2))
+        answers = asyncio.run(run_many(strat, qs, concurrency=llm_options.concurrency, progress=len(qs) > 2))
     finally:
         close_index(idx)  # the connection (a Lite file's lock) is not held past the answers
 
@@ -278,6 +277,7 @@ def _format_answer(a) -> str:
 
 
 @app.command("eval")
+@with_llm_options
 def eval_(
     dataset: Annotated[
         Optional[str], typer.Argument(help="Dataset name (see `marag datasets`) or a questions JSONL path.")
@@ -317,14 +317,7 @@ def eval_(
         Optional[str],
         typer.Option("--index", "-i", help="Use this index of the dataset's corpus (a directory or an index URI) instead of building one."),
     ] = None,
-    llm: LlmOpt = "llamacpp",
-    llm_base_url: LlmBaseUrlOpt = None,
-    threads: ThreadsOpt = usable_cores(),
-    n_ctx: NCtxOpt = None,
-    lora: LoraOpt = None,
-    lora_roles: LoraRolesOpt = None,
-    concurrency: ConcurrencyOpt = 4,
-    cache_dir: CacheDirOpt = None,
+    llm_options: LlmOptions = LlmOptions(),
     run_id: Annotated[Optional[str], typer.Option(help="Run directory name under --runs (default: derived from the config, so reruns resume).")] = None,
     runs: Annotated[Path, typer.Option(help="Where run directories go.")] = Path("runs"),
     seed: Annotated[int, typer.Option(help="Seed for judges and sampling.")] = 0,
@@ -358,7 +351,7 @@ def eval_(
         cfg = eval_config(config)
         if dataset and dataset != cfg.dataset:
             raise MaragError(f"{config} evaluates {cfg.dataset!r}, not {dataset!r}", hint="leave out the dataset argument with --config")
-        cfg.concurrency = concurrency
+        cfg.concurrency = llm_options.concurrency
         _run_and_report(cfg, runs / (run_id or cfg.default_run_id()), data_dir, quiet, **runtime)
         return
     if not dataset:
@@ -379,12 +372,14 @@ def eval_(
         judge_repeats=judge_repeats,
         judge_temperature=judge_temperature,
         judge_batch=judge_batch,
-        llm=LLMConfig.from_spec(llm, base_url=llm_base_url, threads=threads, cache_dir=cache_dir, n_ctx=n_ctx, **_lora(lora, lora_roles)),
-        judge=LLMConfig.from_spec(judge, base_url=judge_base_url, threads=threads, cache_dir=cache_dir) if judge else None,
+        llm=_llm_config(llm_options),
+        judge=LLMConfig.from_spec(judge, base_url=judge_base_url, threads=llm_options.threads, cache_dir=llm_options.cache_dir)
+        if judge
+        else None,
         retriever=retriever,
         index=index_config,
         index_path=index,
-        concurrency=concurrency,
+        concurrency=llm_options.concurrency,
         seed=seed,
         deterministic=deterministic,
         executor=executor or "local",

@@ -4,10 +4,14 @@ literal `[` is written `\\[`."""
 
 from __future__ import annotations
 
+import functools
+import inspect
 import json
 import os
+from collections.abc import Callable
+from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional, get_type_hints
 
 import typer
 
@@ -43,6 +47,51 @@ LoraRolesOpt = Annotated[
 ]
 ConcurrencyOpt = Annotated[int, typer.Option(help="Questions answered at once.")]
 CacheDirOpt = Annotated[Optional[Path], typer.Option(help="Cache LLM responses in this directory (an unchanged request is not asked again).")]
+
+
+@dataclass(frozen=True)
+class LlmOptions:
+    """The LLM options `marag ask` and `marag eval` share, declared once: each field is a
+    typer option (its annotation) with its default. A command takes them as one value, a
+    parameter `NAME: LlmOptions = LlmOptions()` that `with_llm_options` spreads into
+    these options where it stands in the signature."""
+
+    llm: LlmOpt = "llamacpp"
+    llm_base_url: LlmBaseUrlOpt = None
+    threads: ThreadsOpt = usable_cores()
+    n_ctx: NCtxOpt = None
+    lora: LoraOpt = None
+    lora_roles: LoraRolesOpt = None
+    concurrency: ConcurrencyOpt = 4
+    cache_dir: CacheDirOpt = None
+
+
+def with_llm_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """Give `command` the `LlmOptions` fields as typer options, in place of its one
+    `LlmOptions` parameter (typer reads `__signature__`), and call it with them gathered
+    into that parameter's `LlmOptions`. Put it under `@app.command()`."""
+    signature = inspect.signature(command, eval_str=True)
+    [slot] = [p for p in signature.parameters.values() if p.annotation is LlmOptions]
+    hints = get_type_hints(LlmOptions, include_extras=True)
+    names = [f.name for f in fields(LlmOptions)]
+    shared = [inspect.Parameter(f.name, slot.kind, default=f.default, annotation=hints[f.name]) for f in fields(LlmOptions)]
+    params = list(signature.parameters.values())
+    at = params.index(slot)
+    spread = signature.replace(parameters=params[:at] + shared + params[at + 1 :])
+
+    @functools.wraps(command)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        bound = spread.bind(*args, **kwargs)
+        bound.apply_defaults()
+        given = dict(bound.arguments)
+        options = LlmOptions(**{name: given.pop(name) for name in names})
+        return command(**given, **{slot.name: options})
+
+    run.__signature__ = spread  # type: ignore[attr-defined]
+    run.__annotations__ = {p.name: p.annotation for p in spread.parameters.values()} | {"return": signature.return_annotation}
+    return run
+
+
 DeterministicOpt = Annotated[
     bool, typer.Option(help="Identical answers in every run with the local model (one slot, no prompt cache, no deadline; slower).")
 ]
