@@ -8,7 +8,7 @@ import sys
 import time
 import warnings
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
@@ -25,6 +25,11 @@ from marag.cli_options import (
     with_llm_options,
 )
 from marag.errors import MaragError, MaragWarning
+
+if TYPE_CHECKING:
+    from marag.eval.answering import EvalConfig
+    from marag.index.config import IndexConfig
+    from marag.llm import LLMConfig
 
 app = typer.Typer(
     add_completion=False,
@@ -167,7 +172,7 @@ def _lora(lora: Path | None, roles: str | None) -> dict:
     return {"lora": str(lora.resolve()), "lora_roles": resolve_lora_roles(lora, _csv(roles) if roles else None)}
 
 
-def _llm_config(options: LlmOptions, deterministic: bool | None = None):
+def _llm_config(options: LlmOptions, deterministic: bool | None = None) -> LLMConfig:
     """The strategies' `LLMConfig` from the shared LLM options (`deterministic` None: the
     model's own setting)."""
     from marag.llm import LLMConfig
@@ -332,60 +337,83 @@ def eval_(
     """Run strategies on a dataset; write runs/<id>/ with results, traces and report.md (resumable)."""
     if executor not in (None, "local", "ray"):
         raise MaragError(f"unknown executor {executor!r}", hint="choose local or ray")
-    runtime = {"executor": executor, "ray_address": ray_address}  # None: the run file's (local without one)
     from marag.eval.answering import DEFAULT_METRICS, EvalConfig
-    from marag.index.store import IndexConfig
-    from marag.index.uri import opened_index
-    from marag.llm import LLMConfig
 
-    strategy_configs: dict[str, dict] = {}
-    for item in set_ or []:
+    strategy_configs = _strategy_configs(set_ or [])
+    if config is not None:  # the file says what runs; how fast and where stay options
+        cfg = _replayed_config(config, dataset, llm_options.concurrency)
+    elif not dataset:
+        raise MaragError("name a dataset (see `marag datasets`) or give --config RUNFILE")
+    else:
+        index_config = _index_config(index, retrievers, split)
+        cfg = EvalConfig(
+            dataset=dataset,
+            strategies=_csv(strategies),
+            strategy_configs=strategy_configs,
+            limit=limit or None,
+            skip=skip,
+            metrics=_csv(metrics) if metrics else list(DEFAULT_METRICS),
+            judge_metrics=_csv(judge_metrics),
+            judge_repeats=judge_repeats,
+            judge_temperature=judge_temperature,
+            judge_batch=judge_batch,
+            llm=_llm_config(llm_options),
+            judge=_judge_config(judge, judge_base_url, llm_options),
+            retriever=retriever,
+            index=index_config,
+            index_path=index,
+            concurrency=llm_options.concurrency,
+            seed=seed,
+            deterministic=deterministic,
+            executor=executor or "local",
+            ray_address=ray_address,
+        )
+    # executor and ray_address None: the run file's (local without one)
+    _run_and_report(cfg, runs / (run_id or cfg.default_run_id()), data_dir, quiet, executor=executor, ray_address=ray_address)
+
+
+def _strategy_configs(items: list[str]) -> dict[str, dict]:
+    """`--set STRATEGY.KEY=VALUE` options as {strategy: {key: value}}."""
+    configs: dict[str, dict] = {}
+    for item in items:
         key, value = parse_set(item)
         sname, dot, field = key.partition(".")
         if not dot:
             raise MaragError(f"bad --set {item!r}", hint="use STRATEGY.KEY=VALUE, e.g. --set vanilla_rag.k=4")
-        strategy_configs.setdefault(sname, {})[field] = value
-    if config is not None:  # the file says what runs; how fast and where stay options
-        from marag.eval.runfile import eval_config
+        configs.setdefault(sname, {})[field] = value
+    return configs
 
-        cfg = eval_config(config)
-        if dataset and dataset != cfg.dataset:
-            raise MaragError(f"{config} evaluates {cfg.dataset!r}, not {dataset!r}", hint="leave out the dataset argument with --config")
-        cfg.concurrency = llm_options.concurrency
-        _run_and_report(cfg, runs / (run_id or cfg.default_run_id()), data_dir, quiet, **runtime)
-        return
-    if not dataset:
-        raise MaragError("name a dataset (see `marag datasets`) or give --config RUNFILE")
+
+def _replayed_config(config: Path, dataset: str | None, concurrency: int) -> EvalConfig:
+    """The evaluation a run file (or a run's config.json) describes, at this --concurrency."""
+    from marag.eval.runfile import eval_config
+
+    cfg = eval_config(config)
+    if dataset and dataset != cfg.dataset:
+        raise MaragError(f"{config} evaluates {cfg.dataset!r}, not {dataset!r}", hint="leave out the dataset argument with --config")
+    cfg.concurrency = concurrency
+    return cfg
+
+
+def _index_config(index: str | None, retrievers: str, split: str | None) -> IndexConfig:
+    """The settings of the index the run uses: those of --index when given (the run opens
+    it again), else an index of --retrievers (and --split) to build."""
+    from marag.index.store import IndexConfig
+    from marag.index.uri import opened_index
+
     if index:
-        with opened_index(index) as idx:  # its settings only; the run opens it again
-            index_config = idx.config
-    else:
-        index_config = IndexConfig(retrievers=_csv(retrievers), split=split)
-    cfg = EvalConfig(
-        dataset=dataset,
-        strategies=_csv(strategies),
-        strategy_configs=strategy_configs,
-        limit=limit or None,
-        skip=skip,
-        metrics=_csv(metrics) if metrics else list(DEFAULT_METRICS),
-        judge_metrics=_csv(judge_metrics),
-        judge_repeats=judge_repeats,
-        judge_temperature=judge_temperature,
-        judge_batch=judge_batch,
-        llm=_llm_config(llm_options),
-        judge=LLMConfig.from_spec(judge, base_url=judge_base_url, threads=llm_options.threads, cache_dir=llm_options.cache_dir)
-        if judge
-        else None,
-        retriever=retriever,
-        index=index_config,
-        index_path=index,
-        concurrency=llm_options.concurrency,
-        seed=seed,
-        deterministic=deterministic,
-        executor=executor or "local",
-        ray_address=ray_address,
-    )
-    _run_and_report(cfg, runs / (run_id or cfg.default_run_id()), data_dir, quiet, **runtime)
+        with opened_index(index) as idx:
+            return idx.config
+    return IndexConfig(retrievers=_csv(retrievers), split=split)
+
+
+def _judge_config(judge: str | None, base_url: str | None, options: LlmOptions) -> LLMConfig | None:
+    """The judge's `LLMConfig` (None: the strategies' model judges)."""
+    from marag.llm import LLMConfig
+
+    if not judge:
+        return None
+    return LLMConfig.from_spec(judge, base_url=base_url, threads=options.threads, cache_dir=options.cache_dir)
 
 
 def _run_and_report(cfg, run_dir: Path, data_dir, quiet: bool, executor: str | None = None, ray_address: str | None = None) -> None:

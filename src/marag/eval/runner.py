@@ -42,6 +42,9 @@ from marag.strategies import STRATEGIES, make_strategy
 from marag.trace import Trace, write_jsonl
 
 
+TRACES = "traces.jsonl"
+
+
 def _write_json(path: Path, record: dict) -> None:
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(record, indent=2))
@@ -96,6 +99,41 @@ async def run_eval(
     validate_names(cfg)
     executor, ray_address = executor or cfg.executor, ray_address or cfg.ray_address
     ds = dataset or load_dataset(cfg.dataset, data_dir)
+    questions = _questions(cfg, ds)
+    # models are created lazily (no server starts until the first call): cheap to make
+    # here, so config.json can record the resolved model ids before any work
+    llm = llm or make_llm(cfg.llm)
+    judge, self_judged = _judge(cfg, llm, judge)
+    settings = strategy_settings(cfg, ds)
+    _prepare_run_dir(cfg, run_dir, _facts(cfg, ds, questions, settings, llm, judge, self_judged))
+    todo = _todo(cfg, run_dir, questions, progress)
+
+    retriever, doc_collections = prepare_retrieval(cfg, ds, index_cache, progress) if todo else (None, None)
+    strategies = {s: make_strategy(s, llm, retriever, settings[s]) for s in cfg.strategies} if todo and executor == "local" else {}
+    if todo:
+        # What is loaded now (dataset, index, models, libraries) lives for the whole run:
+        # frozen, no collection walks it again (a full one took ~0.15 s per 600 answers).
+        freeze_long_lived()
+    writer = _ResultWriter(run_dir, len(todo), f"eval {ds.name}", progress, on_result)
+    try:
+        if executor == "ray":
+            from marag.eval.distributed import ray_answers
+
+            async for record, trace in ray_answers(cfg, todo, data_dir, index_cache, ray_address):
+                await writer.write(record, trace)
+        else:
+            await _answer_here(cfg, todo, strategies, judge, doc_collections, ds.categories, writer)
+    finally:
+        writer.close()
+        # the run's index: its connection (a Lite file's lock) ends with the run
+        close_index(getattr(retriever, "index", None))
+        if todo:
+            thaw()  # what the run loaded and dropped is freed by the next full collection
+    return run_dir
+
+
+def _questions(cfg: EvalConfig, ds: Dataset) -> list[Question]:
+    """The dataset's questions the run answers: past --skip, up to --limit; some."""
     questions = ds.questions[cfg.skip :]
     questions = questions[: cfg.limit] if cfg.limit else questions
     if not questions:
@@ -103,9 +141,12 @@ async def run_eval(
             f"dataset {ds.name!r} has no questions" + (f" after the first {cfg.skip}" if cfg.skip else ""),
             hint="lower --skip" if cfg.skip else "check the dataset's files",
         )
-    # models are created lazily (no server starts until the first call): cheap to make
-    # here, so config.json can record the resolved model ids before any work
-    llm = llm or make_llm(cfg.llm)
+    return questions
+
+
+def _judge(cfg: EvalConfig, llm, judge):
+    """The judge of the judged metrics (the one given, the config's, else the strategies'
+    own model, with a warning that it grades itself) and whether it is that own model."""
     self_judged = bool(cfg.judge_metrics) and cfg.judge is None and judge is None
     if cfg.judge_metrics and judge is None:
         judge = make_llm(cfg.judge) if cfg.judge else llm
@@ -116,13 +157,18 @@ async def run_eval(
             f"a separate judge (it then also gets the paper's {PAPER_JUDGE_REPEATS} repeats at "
             f"temperature {PAPER_JUDGE_TEMPERATURE})",
             MaragWarning,
-            stacklevel=2,
+            stacklevel=3,  # run_eval's caller, as when run_eval warned itself
         )
-    settings = strategy_settings(cfg, ds)
-    # validated now: a bad --set fails before any work
-    strategy_cls = {s: STRATEGIES.get(s) for s in cfg.strategies}
-    effective = {s: strategy_cls[s].validate_config(settings[s]).model_dump(mode="json") for s in cfg.strategies}
-    facts = {
+    return judge, self_judged
+
+
+def _facts(
+    cfg: EvalConfig, ds: Dataset, questions: list[Question], settings: dict[str, dict], llm, judge, self_judged: bool
+) -> dict[str, Any]:
+    """What the run resolved, for config.json: model ids, judge setup, dataset pool and
+    each strategy's effective settings (validated now: a bad --set fails before any work)."""
+    effective = {s: STRATEGIES.get(s).validate_config(settings[s]).model_dump(mode="json") for s in cfg.strategies}
+    return {
         # the resolved model ids (e.g. the GGUF file), not just the spec
         "models": {"llm": getattr(llm, "model", "")} | ({"judge": getattr(judge, "model", "")} if judge else {}),
         "judge_setup": {
@@ -137,66 +183,71 @@ async def run_eval(
         "strategy_settings": effective,
         "questions": len(questions),  # per strategy: a report can tell an unfinished run
     }
-    _prepare_run_dir(cfg, run_dir, facts)
-    results_path, traces_path = run_dir / RESULTS, run_dir / "traces.jsonl"
-    drop_torn_tail(results_path)
-    drop_torn_tail(traces_path)
-    done = {k for k, r in read_results(results_path).items() if not r.error}
+
+
+def _todo(cfg: EvalConfig, run_dir: Path, questions: list[Question], progress: bool) -> list[tuple[str, Question]]:
+    """The (strategy, question) pairs without a finished result in `run_dir` (a torn last
+    line, from a killed run, is dropped first); with `progress`, said on stderr."""
+    drop_torn_tail(run_dir / RESULTS)
+    drop_torn_tail(run_dir / TRACES)
+    done = {k for k, r in read_results(run_dir / RESULTS).items() if not r.error}
     todo = [(s, q) for s in cfg.strategies for q in questions if (s, q.id) not in done]
     total = len(cfg.strategies) * len(questions)
     if progress and total > len(todo):
         print(f"resuming {run_dir}: {total - len(todo)} of {total} answers done, {len(todo)} to go", file=sys.stderr)
     if progress and todo:
         print(plan_line(cfg, questions, todo), file=sys.stderr)
+    return todo
 
-    retriever, doc_collections = prepare_retrieval(cfg, ds, index_cache, progress) if todo else (None, None)
-    strategies = {s: make_strategy(s, llm, retriever, settings[s]) for s in cfg.strategies} if todo and executor == "local" else {}
-    if todo:
-        # What is loaded now (dataset, index, models, libraries) lives for the whole run:
-        # frozen, no collection walks it again (a full one took ~0.15 s per 600 answers).
-        freeze_long_lived()
 
-    write_lock = asyncio.Lock()
-    bar = tqdm(total=len(todo), desc=f"eval {ds.name}", disable=not progress, unit="q")
-    running: dict[str, list[float]] = {}
-    finished = [0]  # answers written in this call (the bar may be disabled)
+class _ResultWriter:
+    """Appends each scored answer to the run directory (its result, then its trace), one
+    at a time, and moves the progress bar (with running means of f1, accuracy, rouge_l)."""
 
-    async def write(record: ResultRecord, trace: Trace | None) -> None:
-        async with write_lock:
-            append_result(results_path, record)
+    def __init__(self, run_dir: Path, total: int, desc: str, progress: bool, on_result: Callable[[ResultRecord, int, int], None] | None):
+        self.results_path, self.traces_path = run_dir / RESULTS, run_dir / TRACES
+        self.total, self.on_result = total, on_result
+        self.lock = asyncio.Lock()
+        self.bar = tqdm(total=total, desc=desc, disable=not progress, unit="q")
+        self.running: dict[str, list[float]] = {}
+        self.finished = 0  # answers written in this call (the bar may be disabled)
+
+    async def write(self, record: ResultRecord, trace: Trace | None) -> None:
+        async with self.lock:
+            append_result(self.results_path, record)
             if trace is not None:
-                write_jsonl([trace], traces_path)
+                write_jsonl([trace], self.traces_path)
             for m in ("f1", "accuracy", "rouge_l"):
                 if m in record.metrics:
-                    running.setdefault(f"{record.strategy}:{m}", []).append(record.metrics[m])
-            bar.set_postfix({k: f"{statistics.fmean(v):.2f}" for k, v in running.items()}, refresh=False)
-            bar.update(1)
-            finished[0] += 1
-            if on_result is not None:
-                on_result(record, finished[0], len(todo))
+                    self.running.setdefault(f"{record.strategy}:{m}", []).append(record.metrics[m])
+            self.bar.set_postfix({k: f"{statistics.fmean(v):.2f}" for k, v in self.running.items()}, refresh=False)
+            self.bar.update(1)
+            self.finished += 1
+            if self.on_result is not None:
+                self.on_result(record, self.finished, self.total)
 
-    try:
-        if executor == "ray":
-            from marag.eval.distributed import ray_answers
+    def close(self) -> None:
+        self.bar.close()
 
-            async for record, trace in ray_answers(cfg, todo, data_dir, index_cache, ray_address):
-                await write(record, trace)
-        else:
-            gate = asyncio.Semaphore(max(1, cfg.concurrency))
 
-            async def one(sname: str, q: Question) -> None:
-                async with gate:
-                    record, trace = await answer_one(cfg, strategies[sname], sname, q, judge, doc_collections, ds.categories)
-                await write(record, trace)
+async def _answer_here(
+    cfg: EvalConfig,
+    todo: list[tuple[str, Question]],
+    strategies: dict[str, Any],
+    judge,
+    doc_collections,
+    categories,
+    writer: _ResultWriter,
+) -> None:
+    """Answer and score `todo` in this process, `cfg.concurrency` questions at a time."""
+    gate = asyncio.Semaphore(max(1, cfg.concurrency))
 
-            await asyncio.gather(*(one(s, q) for s, q in todo))
-    finally:
-        bar.close()
-        # the run's index: its connection (a Lite file's lock) ends with the run
-        close_index(getattr(retriever, "index", None))
-        if todo:
-            thaw()  # what the run loaded and dropped is freed by the next full collection
-    return run_dir
+    async def one(sname: str, q: Question) -> None:
+        async with gate:
+            record, trace = await answer_one(cfg, strategies[sname], sname, q, judge, doc_collections, categories)
+        await writer.write(record, trace)
+
+    await asyncio.gather(*(one(s, q) for s, q in todo))
 
 
 def plan_line(cfg: EvalConfig, questions: list[Question], todo: list[tuple[str, Question]]) -> str:
