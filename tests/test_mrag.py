@@ -12,13 +12,14 @@ from typing import Any
 import pytest
 from judging import judge_page
 
-from marag.agents.mrag import AGENT_NAMES, Searcher, SearcherInput, SearchLimits
+from marag.agents.mrag import AGENT_NAMES
 from marag.index.base import Hit
 from marag.index.pipeline import index_corpus
 from marag.index.store import IndexConfig
 from marag.llm import ScriptedLLM
 from marag.strategies import STRATEGIES, make_strategy
 from marag.strategies.mrag import MRAG, MRAGConfig
+from marag.strategies.mrag.search import Searcher, SearcherInput, SearchLimits
 from marag.trace import Trace, activate
 
 ADA = "computing/ada-lovelace.md#0"
@@ -651,7 +652,7 @@ def test_what_the_reference_model_did_ends_within_budget_and_keeps_s_on_topic(re
 def test_a_bridge_title_anchors_the_second_hop(retriever):
     """A document that shares no word with the question is on topic when it shares one
     with the title of a document already found (the bridge entity)."""
-    from marag.agents.mrag.searcher import Judged, Searcher
+    from marag.strategies.mrag.search import Judged, Searcher
 
     hit = Hit(doc_id="x", chunk_id="x#0", score=1.0, title="Hannah Gross", text="Hannah Gross is the daughter of Paul Gross and Martha Burns.")
     j = Judged(chunk_id="x#0", doc_id="x", rank=0, relevant=True, explanation="")

@@ -12,7 +12,7 @@ import pytest
 from judging import judge_page
 
 from marag.agents.mrag import AGENT_NAMES
-from marag.agents.mrag.searcher import clean_query
+from marag.agents.queries import clean_query
 from marag.agents.search.memory import SearchMemory, overlap, query_terms
 from marag.index.base import Hit
 from marag.llm import ScriptedLLM

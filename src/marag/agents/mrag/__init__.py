@@ -1,6 +1,7 @@
 """The agents of mRAG (Salemi et al., CIIR@LiveRAG 2025): a coordinator that picks,
 turn by turn, one of planner, searcher, summarizer, reasoner, validator, answerer,
-reviser and finisher. One module per agent; prompts are ours."""
+reviser and finisher. One module per agent (the searcher's holds the roles its loop,
+`marag.strategies.mrag.search`, calls); prompts are ours."""
 
 from marag.agents.mrag._shared import Doc, clip, doc_from_hit
 from marag.agents.mrag.answerer import MRAGAnswerer, MRAGAnswerInput
@@ -19,17 +20,12 @@ from marag.agents.mrag.reasoner import Analysis, Reasoner, ReasonerInput
 from marag.agents.mrag.reviser import Reviser, ReviserInput
 from marag.agents.mrag.searcher import (
     Judge,
-    Judged,
     Judgement,
     Move,
     NextMove,
+    PageJudge,
     Query,
     QueryWriter,
-    Searcher,
-    SearcherInput,
-    SearcherOutput,
-    SearchLimits,
-    SearchStep,
 )
 from marag.agents.mrag.summarizer import Summarizer, SummarizerInput, Summary
 from marag.agents.mrag.validator import Validation, Validator, ValidatorInput, Verdict
@@ -44,12 +40,12 @@ __all__ = [
     "CoordinatorInput",
     "Doc",
     "Judge",
-    "Judged",
     "Judgement",
     "MRAGAnswerInput",
     "MRAGAnswerer",
     "Move",
     "NextMove",
+    "PageJudge",
     "Plan",
     "Planner",
     "PlannerInput",
@@ -59,11 +55,6 @@ __all__ = [
     "ReasonerInput",
     "Reviser",
     "ReviserInput",
-    "SearchLimits",
-    "SearchStep",
-    "Searcher",
-    "SearcherInput",
-    "SearcherOutput",
     "Summarizer",
     "SummarizerInput",
     "Summary",

@@ -28,7 +28,7 @@ Our additions, to keep small models productive (each can be turned off):
   times again is overridden by the fixed sequence's next agent (a "guard" step);
 - search memory (`memory`): the searcher reads only documents no search of this
   question returned before, rejects queries that repeat earlier ones and seeds a new
-  one from the facts found (see `marag.agents.mrag.searcher`);
+  one from the facts found (see `marag.strategies.mrag.search`);
 - no-progress guard (`progress_guard`): an agent run that changes nothing (no new
   document in S, the same response, plan and notes) is a no-op; after `max_noops` in a
   row the next turn is steered, without a coordinator call: to the searcher with the
@@ -93,15 +93,11 @@ from marag.agents.mrag import (
     ReasonerInput,
     Reviser,
     ReviserInput,
-    Searcher,
-    SearcherInput,
-    SearchLimits,
     Summarizer,
     SummarizerInput,
     Validator,
     ValidatorInput,
     Doc,
-    Judged,
     clip,
     doc_from_hit,
     finish,
@@ -115,6 +111,7 @@ from marag.llm.base import LLM
 from marag.llm.budget import budget_spent, grace
 from marag.llm.factory import LLMConfig, make_llm
 from marag.strategies.base import ANSWER_PAPER_SETTINGS, OPERATOR_ONLY, STRATEGIES, AnsweringConfig, PaperSwitch, Strategy, register_variant
+from marag.strategies.mrag.search import Judged, Searcher, SearcherInput, SearchLimits
 from marag.trace import current_trace, normalize_query, step
 
 SEQUENCE = ("planner", "searcher", "answerer", "finisher")
