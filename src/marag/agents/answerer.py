@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from pydantic import BaseModel, Field
 
 from marag.agents.base import Agent, narrowed
-from marag.agents.layout import numbered_passages
+from marag.agents.layout import laid_out, numbered_passages
 from marag.errors import StructuredOutputError
 from marag.llm.base import Message
 
@@ -142,10 +142,7 @@ class Answerer(StyledAnswer, Agent[AnswerInput, AnswerOutput]):
     def messages(self, inp: AnswerInput) -> list[Message]:
         if not inp.passages:
             system = f"You answer questions from your own knowledge. {self.style.instruction}"
-            return [
-                Message(role="system", content=system),
-                Message(role="user", content=f"Question: {inp.question}\nAnswer as JSON."),
-            ]
+            return laid_out(system, inp.question, ask="Answer as JSON.", gap="\n")
         system = (
             "You answer questions using only the numbered passages you are given. "
             f"{self.style.instruction} If the passages do not contain the answer, say that you do not know."
@@ -155,6 +152,9 @@ class Answerer(StyledAnswer, Agent[AnswerInput, AnswerOutput]):
         # .200 -> .333 (+.133 [+.033, +.267]) and F1 .259 -> .295 against the best passage
         # printed last; NQ 101-140 F1 .421 -> .423. (SmolLM2-135M leaned on what it read
         # last, F1 .05 best-first vs .16 best-last, which is why it was the other way.)
+        # Built by hand, not with laid_out: the passages come before the question here
+        # (laid_out puts the question first), with one newline before the request, and
+        # this order is the one measured above; the prompt stays as it was measured.
         shown = [p.model_copy(update={"text": p.text[:PASSAGE_MAX_CHARS]}) for p in inp.passages]
         user = f"Passages:\n\n{numbered_passages(shown)}\n\nQuestion: {inp.question}\nAnswer as JSON."
         return [Message(role="system", content=system), Message(role="user", content=user)]

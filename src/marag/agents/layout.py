@@ -37,25 +37,31 @@ def clip(text: str, limit: int | None) -> str:
 
 def laid_out(
     system: str,
-    question: str,
+    question: str | None,
     state: Iterable[str] = (),
     ask: str = "Reply as JSON.",
     documents: str | None = None,
     preamble: str = "",
+    gap: str = "\n\n",
 ) -> list[Message]:
-    """The messages for one call, stable parts first (module docstring). Empty state
-    lines are left out. `preamble`: what every role of a strategy says first (its
-    system prompt is the preamble, then the role's own instructions in `system`)."""
+    """The messages for one call, stable parts first (module docstring). The user
+    message is its parts joined by `gap` (a blank line by default): "Question: ..."
+    (left out when `question` is None, for a role that is not asked about a question),
+    the documents, the state lines (one per line; empty ones are left out, and each
+    loses its trailing whitespace), and `ask`, which is kept verbatim (so a value that
+    may be empty, e.g. "Response: " for an empty response, belongs in `ask`).
+    `preamble`: what every role of a strategy says first (its system prompt is the
+    preamble, then the role's own instructions in `system`)."""
     if preamble:
         system = f"{preamble}\n{system}"
-    user = f"Question: {question}\n"
+    parts = [] if question is None else [f"Question: {question}"]
     if documents is not None:
-        user += f"\nDocuments:\n\n{documents}\n"
+        parts.append(f"Documents:\n\n{documents}")
     lines = [s.rstrip() for s in state if s and s.strip()]
     if lines:
-        user += "\n" + "\n".join(lines) + "\n"
-    user += "\n" + ask
-    return [Message(role="system", content=system), Message(role="user", content=user)]
+        parts.append("\n".join(lines))
+    parts.append(ask)
+    return [Message(role="system", content=system), Message(role="user", content=gap.join(parts))]
 
 
 def numbered_passages(docs: Sequence[Any], newest_last: bool = False, label: Callable[[Any], str] | None = None) -> str:

@@ -27,7 +27,7 @@ from typing import Annotated, ClassVar, Literal, TypeVar
 from pydantic import BaseModel, Field
 
 from marag.agents.base import Agent, narrowed
-from marag.agents.layout import numbered_lines, numbered_passages
+from marag.agents.layout import laid_out, numbered_lines, numbered_passages
 from marag.errors import StructuredOutputError
 from marag.llm.base import LLM, Message
 
@@ -59,6 +59,21 @@ def split_aspects(text: str, limit: int = MAX_ASPECTS) -> list[str]:
     sentence breaks."""
     parts = [s.strip() for s in _SENTENCE_END.split(" ".join(text.split()))]
     return [_clip(s, ASPECT_MAX_CHARS) for s in parts if s][:limit]
+
+
+# Judge prompts are laid out as every agent's (agents/layout.py), one part per line
+# (gap="\n"), with the request last. What the caller gives as text (an answer, a
+# reference, a document) goes into the verbatim `ask`, never into a state line: state
+# lines lose trailing whitespace and blank ones are dropped, so an empty answer
+# ("Response: ") or references block would change the prompt, which was measured.
+
+
+def _labelling(system: str, question: str | None, given: list[str], header: str, items: list[str], unit: str) -> list[Message]:
+    """The messages of a judge that labels a list: the question (None: none), what it
+    is given (`given`, verbatim), the numbered items under `header`, and how many
+    labels to give ("Give 3 score(s).")."""
+    ask = "\n".join([*given, f"{header}:", numbered_lines(items, empty=""), f"Give {len(items)} {unit}."])
+    return laid_out(system, question, ask=ask, gap="\n")
 
 
 I = TypeVar("I", bound=BaseModel)
@@ -108,11 +123,8 @@ _CORRECTNESS_SYSTEM = (
 def _grading_messages(system: str, inp: "CorrectnessInput | ScoreInput", refs_label: str, answer_label: str) -> list[Message]:
     """The question, the references and the answer to judge, as the two judges show them."""
     refs = "\n".join(f"- {_clip(r, REFERENCE_MAX_CHARS)}" for r in inp.references[:MAX_REFERENCES])
-    user = (
-        f"Question: {inp.question}\n{refs_label}:\n{refs}\n"
-        f"{answer_label}: {_clip(inp.prediction, PREDICTION_MAX_CHARS)}"
-    )
-    return [Message(role="system", content=system), Message(role="user", content=user)]
+    answer = f"{answer_label}: {_clip(inp.prediction, PREDICTION_MAX_CHARS)}"
+    return laid_out(system, inp.question, [f"{refs_label}:"], f"{refs}\n{answer}", gap="\n")
 
 
 class CorrectnessJudge(Agent[CorrectnessInput, CorrectnessOutput]):
@@ -205,8 +217,7 @@ class AspectExtractor(Agent[AspectsInput, AspectsOutput]):
     max_tokens = 400
 
     def messages(self, inp: AspectsInput) -> list[Message]:
-        user = f"Question: {inp.question}\nText: {_clip(inp.text, PREDICTION_MAX_CHARS)}"
-        return [Message(role="system", content=_ASPECTS_SYSTEM), Message(role="user", content=user)]
+        return laid_out(_ASPECTS_SYSTEM, inp.question, ask=f"Text: {_clip(inp.text, PREDICTION_MAX_CHARS)}", gap="\n")
 
     def fallback(self, inp: AspectsInput, error: StructuredOutputError) -> AspectsOutput:
         # empty: the caller stands the text's sentences in, and counts that it did
@@ -242,12 +253,11 @@ class CorrectnessAspectJudge(ListJudge[CorrectnessAspectsInput, CorrectnessAspec
     list_field = "scores"
 
     def messages(self, inp: CorrectnessAspectsInput) -> list[Message]:
-        user = (
-            f"Question: {inp.question}\nExpected answer: {_clip(inp.reference, REFERENCE_MAX_CHARS)}\n"
-            f"Response: {_clip(inp.response, PREDICTION_MAX_CHARS)}\n"
-            f"Aspects of the expected answer:\n{numbered_lines(inp.aspects, empty='')}\nGive {len(inp.aspects)} score(s)."
-        )
-        return [Message(role="system", content=_CORRECTNESS_ASPECT_SYSTEM), Message(role="user", content=user)]
+        given = [
+            f"Expected answer: {_clip(inp.reference, REFERENCE_MAX_CHARS)}",
+            f"Response: {_clip(inp.response, PREDICTION_MAX_CHARS)}",
+        ]
+        return _labelling(_CORRECTNESS_ASPECT_SYSTEM, inp.question, given, "Aspects of the expected answer", inp.aspects, "score(s)")
 
 
 class SupportInput(BaseModel):
@@ -289,9 +299,8 @@ class SupportJudge(ListJudge[SupportInput, SupportOutput]):
     list_field = "scores"
 
     def messages(self, inp: SupportInput) -> list[Message]:
-        docs = numbered_passages(inp.documents)
-        user = f"Documents:\n{docs}\n\nStatements:\n{numbered_lines(inp.aspects, empty='')}\nGive {len(inp.aspects)} score(s)."
-        return [Message(role="system", content=_SUPPORT_SYSTEM), Message(role="user", content=user)]
+        given = [f"Documents:\n{numbered_passages(inp.documents)}", ""]  # "": a blank line before the statements
+        return _labelling(_SUPPORT_SYSTEM, None, given, "Statements", inp.aspects, "score(s)")
 
 
 # -- lexical stand-ins for a judgment the judge could not give ---------------------------
@@ -365,8 +374,5 @@ class NuggetJudge(ListJudge[NuggetInput, NuggetOutput]):
     list_field = "labels"
 
     def messages(self, inp: NuggetInput) -> list[Message]:
-        user = (
-            f"Question: {inp.question}\nAnswer: {_clip(inp.answer, PREDICTION_MAX_CHARS)}\n"
-            f"Nuggets:\n{numbered_lines(inp.nuggets, empty='')}\nGive {len(inp.nuggets)} labels."
-        )
-        return [Message(role="system", content=_NUGGET_SYSTEM), Message(role="user", content=user)]
+        given = [f"Answer: {_clip(inp.answer, PREDICTION_MAX_CHARS)}"]
+        return _labelling(_NUGGET_SYSTEM, inp.question, given, "Nuggets", inp.nuggets, "labels")

@@ -49,6 +49,10 @@ class QuestionWriter(Agent[WriteInput, QA]):
         else:
             task = "You write one question answerable from the document, and its short answer. Reply as JSON."
             state = []
+        # Built by hand, not with laid_out: the properties come before the documents, all
+        # parts apart by a blank line, whereas laid_out puts documents first, joins state
+        # lines by one newline and strips them (a category or a document may end in
+        # whitespace); only an all-verbatim `ask` would keep every prompt as it is.
         lines = state + [f"Documents:\n{numbered_passages(inp.documents)}", "Question and answer as JSON."]
         return [Message(role="system", content=task), Message(role="user", content="\n\n".join(lines))]
 
