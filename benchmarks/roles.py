@@ -66,13 +66,19 @@ class Tally:
 
 
 def _title(p: dict) -> str:
-    return p.get("title") or str(p.get("id", "")).split("#")[0]
+    return p.get("title") or _doc(p)
+
+
+def _doc(p: dict) -> str:
+    """The document a shown passage is a chunk of (chunk ids are `<doc id>#<n>`; MuSiQue's
+    doc ids carry a hash after the title, so titles alone do not name them)."""
+    return str(p.get("id", "")).rsplit("#", 1)[0] if p.get("id") else p.get("title", "")
 
 
 def _gold_kept(shown: list[dict], kept: set[int], seen: Seen, per_query: bool = False) -> dict[str, bool | None]:
     """None when no gold passage was shown; else whether all shown gold ones were kept
     (and with `per_query`, whether any was); `kept`: 1-based positions."""
-    gold = {i for i, p in enumerate(shown, 1) if _title(p) in seen.gold_titles}
+    gold = {i for i, p in enumerate(shown, 1) if _doc(p) in seen.gold_titles}
     out = {"gold kept (all)": None if not gold else gold <= kept}
     if per_query:
         out["gold kept (any)"] = None if not gold else bool(gold & kept)
