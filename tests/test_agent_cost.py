@@ -13,6 +13,7 @@ from pydantic import BaseModel, Field
 from marag.agents.mrag import AGENT_NAMES
 from marag.index.pipeline import index_corpus
 from marag.index.store import IndexConfig
+from marag.errors import StructuredOutputError
 from marag.llm import Message, ScriptedLLM
 from marag.llm.budget import Budget, BudgetExhausted, activate_budget
 from marag.llm.chat import outline
@@ -171,6 +172,29 @@ def test_calls_at_once_count_against_the_budget_while_in_flight(limits, made):
     assert len(llm.calls) == made and budget.calls == made
     assert sum(isinstance(r, BudgetExhausted) for r in results) == 6 - made
     assert budget.stopped_by == next(iter(limits)).removeprefix("max_")
+
+
+def test_a_repair_is_made_only_while_the_budget_has_room_for_it():
+    # the repair round trip resends the whole prompt: unchecked, one call spent twice
+    # its share (mRAG paper mode with SmolLM2 passed its token limit by 4,144 that way)
+    class Reply(BaseModel):
+        answer: str
+
+    def run(budget):
+        llm = ScriptedLLM(["not json at all", {"answer": "ok"}])
+
+        async def go():
+            with activate_budget(budget):
+                return await llm.generate([Message(role="user", content="word " * 40)], output=Reply, max_tokens=8)
+
+        try:
+            return asyncio.run(go()).parsed, len(llm.calls)
+        except StructuredOutputError as e:
+            return e, len(llm.calls)
+
+    assert run(Budget(max_tokens=10_000)) == (Reply(answer="ok"), 2)
+    tight, calls = run(Budget(max_tokens=80))  # room for the call, not for its repair
+    assert calls == 1 and "no room for a repair" in str(tight) and not isinstance(tight, BudgetExhausted)
 
 
 @pytest.mark.parametrize(

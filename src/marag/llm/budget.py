@@ -15,6 +15,10 @@ reproducible; a deadline does depend on the machine's load (`--deterministic` tu
 it off). A call already running when the deadline passes finishes: its length is
 bounded by the agent's `max_tokens`.
 
+A call whose reply does not parse is repaired with a second round trip only while the
+budget has room for it; otherwise the agent falls back (a repair is one more prompt
+as long as the first, and went unchecked).
+
 Calls of one question may run at once (mRAG judges pages in parallel), so a call is
 let through only if the calls and tokens *in flight* fit too: each reserves one call
 and an estimate of its tokens (its prompt's characters / 4 plus its completion cap)
@@ -77,6 +81,13 @@ class Budget:
     def charge(self, prompt_tokens: int, completion_tokens: int) -> None:
         self.calls += 1
         self.tokens += prompt_tokens + completion_tokens
+
+    def room(self, extra: int) -> bool:
+        """Whether `extra` more tokens fit: asked before a call's repair round trip, with
+        what the call spent so far (its own reservation stands in for the repair)."""
+        if self._grace or self.max_tokens is None:
+            return True
+        return self.tokens + self._reserved + extra < self.max_tokens
 
     @contextlib.contextmanager
     def reserve(self, estimate: int) -> Iterator[None]:

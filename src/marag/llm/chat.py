@@ -150,6 +150,13 @@ class ChatModel(ABC):
         if output is not None:
             parsed, error = parse_output(comp.text, output)
             if parsed is None:
+                budget = current_budget()
+                if budget is not None and not budget.room(rec.prompt_tokens + rec.completion_tokens):
+                    raise StructuredOutputError(
+                        f"{self.model} gave no valid {output.__name__}, and the question's token budget has no room for a repair: {error}",
+                        raw=comp.text,
+                        hint="raise max_tokens in the strategy's config (--set)",
+                    )
                 rec.repaired = True
                 retry = msgs + [
                     {"role": "assistant", "content": comp.text},
