@@ -216,6 +216,20 @@ def test_context_is_refiltered_when_knowledge_changes(retriever):
     assert DOCS[2][2] in second and DOCS[1][2] in second  # the old C shown again beside the new passage
 
 
+def test_the_filter_reads_each_passage_clipped_to_filter_chars_and_the_update_reads_it_whole(retriever):
+    model = llm()
+    run("kair", model, retriever, {"filter_chars": 60})
+    prompts = {name: [c.messages[-1]["content"] for c in model.calls if c.output_model.__name__ == name] for name in ("Kept", "Update")}
+    novel = next(text for _, title, text in DOCS if title == "Salt Winter")
+    assert len(novel) > 60
+    assert any(novel in u for u in prompts["Update"])
+    assert prompts["Kept"] and not any(novel in u for u in prompts["Kept"])
+    assert any(novel[:40] in u for u in prompts["Kept"])  # its opening is what the filter judges
+    model = llm()
+    run("kair", model, retriever, {"filter_chars": None})
+    assert any(novel in c.messages[-1]["content"] for c in model.calls if c.output_model.__name__ == "Kept")
+
+
 def test_the_generator_reads_c_packed_most_relevant_first(retriever):
     """Everything retrieved is kept; the generator gets C within `context_chars`, the
     passages that support a known fact first, the rest left out."""
@@ -265,7 +279,8 @@ def test_default_max_steps_allows_the_papers_average_of_about_five(retriever):
 def test_paper_mode_turns_every_addition_off(retriever):
     cfg = KAIRConfig(paper=True, support_check=True, memory=True, gap_as_query=True, agent_angles=True)  # paper wins
     assert cfg.additions() == [] and all(getattr(cfg, k) == v for k, v in PAPER_SETTINGS.items())
-    assert KAIRConfig().additions() == ["support_check", "memory", "gap_as_query", "agent_angles"]
+    assert KAIRConfig().additions() == ["support_check", "memory", "gap_as_query", "agent_angles", "filter_chars"]
+    assert KAIRConfig().k == 6 and KAIRConfig(paper=True).k == 10 and KAIRConfig(paper=True, k=3).k == 3  # the paper's top 10; a caller's k wins
     strat = make_strategy("kair_paper", llm(), retriever)
     assert isinstance(strat, KAIR) and strat.config.paper and strat.config.k == 10
     # the paper's knowledge update: a fact the model calls new is taken (no lexical support check)
