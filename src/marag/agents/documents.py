@@ -17,6 +17,7 @@ from collections.abc import Iterable, Sequence
 from pydantic import BaseModel
 
 from marag.agents.layout import clip
+from marag.agents.search.memory import query_terms
 from marag.index.base import Hit
 from marag.index.links import title_core
 
@@ -32,6 +33,38 @@ class Doc(BaseModel):
 
 def doc_from_hit(hit: Hit, chars: int | None, found_for: str = "") -> Doc:
     return Doc(id=hit.chunk_id, title=hit.title, text=clip(hit.text, chars), found_for=found_for)
+
+
+SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+
+
+def excerpt(text: str, about: str, chars: int) -> str:
+    """At most `chars` characters of `text` for a reader looking for `about` (a query and
+    its question): the first sentence, which says what the document is, then the
+    sentences that share the most content words with `about`, printed in the document's
+    order with " … " where sentences were skipped. A text that fits is returned whole.
+    Ties go to the earlier sentence. Why: a reflector reading the first `chars` of a
+    document misses the sentence further on that answers the query."""
+    flat = " ".join(text.split())
+    if len(flat) <= chars:
+        return flat
+    sentences = SENTENCE_END.split(flat)
+    terms = query_terms(about)
+    shared = [len(query_terms(x) & terms) for x in sentences]
+    chosen, used = {0}, len(sentences[0])
+    for i in sorted(range(1, len(sentences)), key=lambda i: (-shared[i], i)):
+        if not shared[i]:
+            break
+        if used + 3 + len(sentences[i]) <= chars:
+            chosen.add(i)
+            used += 3 + len(sentences[i])
+    parts, last = [], -1
+    for i in sorted(chosen):
+        if parts and i != last + 1:
+            parts.append("…")
+        parts.append(sentences[i])
+        last = i
+    return clip(" ".join(parts), chars)
 
 
 def pack_texts(lengths: Sequence[int], budget: int | None, floor: int = 200) -> list[int]:

@@ -65,14 +65,13 @@ many questions keep the model busy together.
 from __future__ import annotations
 
 import asyncio
-import re
 from collections.abc import Awaitable, Callable
 from typing import Any, ClassVar, Literal
 
 import numpy as np
 from pydantic import Field
 
-from marag.agents.documents import doc_from_hit
+from marag.agents.documents import SENTENCE_END, doc_from_hit
 from marag.agents.ginger import (
     ConciseAnswerer,
     ConciseInput,
@@ -311,7 +310,7 @@ class Ginger(Strategy):
             embedder = self.index.retriever("dense").embedder
             picked = []
             for h in top:
-                sentences = [x for x in _SENTENCE.split(self._text(h)) if len(x.split()) >= 4] or [self._text(h)]
+                sentences = [x for x in SENTENCE_END.split(self._text(h)) if len(x.split()) >= 4] or [self._text(h)]
                 scores = similarity_to(embedder, question, embedder.embed(sentences))
                 picked.append((sentences[int(np.argmax(scores))].strip(), h.chunk_id))  # ties: the earlier sentence
             s.outputs = {"nuggets": [t for t, _ in picked]}
@@ -405,7 +404,6 @@ class Ginger(Strategy):
         return await agent(self.llm, inp, self.config.temperature, self.config.seed)
 
 
-_SENTENCE = re.compile(r"(?<=[.!?])\s+")
 Prefer = Callable[[int, int], Awaitable[bool]]  # (a, b) -> True when the item shown first, a, is preferred
 
 

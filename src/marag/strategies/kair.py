@@ -264,7 +264,12 @@ class KAIR(Strategy):
             gaps = board.required[: cfg.agents]  # the goal manager: one open gap per agent
             with step("goal_manager") as g:
                 g.outputs = {"assignments": {str(i): gap for i, gap in enumerate(gaps)}}
-            found = await asyncio.gather(*(self._plan_and_retrieve(question, board, memory, i, gap) for i, gap in enumerate(gaps)))
+            # the agents plan at once, then choose and search one after another in their
+            # order: they share the query history and the search memory (which hands each
+            # passage to the first search that finds it), so the order is fixed, not the
+            # order in which their calls happen to finish
+            plans = await asyncio.gather(*(self._candidates(question, board, i, gap) for i, gap in enumerate(gaps)))
+            found = [await self._retrieve(self._choose(c, board, gap), board, memory, i) for i, (c, gap) in enumerate(zip(plans, gaps))]
             snapshot = board.model_copy(deep=True)
             updates = await asyncio.gather(*(self._extract(question, snapshot, hits, i) for i, (_, hits) in enumerate(found) if hits))
             known_before = len(board.known)
@@ -304,19 +309,25 @@ class KAIR(Strategy):
         return cfg.agent_temperature, (cfg.seed or 0) + i
 
     async def _plan_and_retrieve(self, question: str, st: KnowledgeState, memory: SearchMemory, i: int, focus: str):
+        cands = await self._candidates(question, st, i, focus)
+        return await self._retrieve(self._choose(cands, st, focus), st, memory, i)
+
+    async def _candidates(self, question: str, st: KnowledgeState, i: int, focus: str) -> Candidates:
         cfg = self.config
         temperature, seed = self._sampling(i)
         members = cfg.agents if cfg.agent_angles else 1
         plan_in = PlanInput(
             question=question, known=st.known_lines(), required=st.required, history=st.history, focus=focus, member=i, members=members
         )
-        cands = await QueryPlanner()(self.llm, plan_in, temperature, seed)
-        query = self._choose(cands, st, focus)
+        return await QueryPlanner()(self.llm, plan_in, temperature, seed)
+
+    async def _retrieve(self, query: str | None, st: KnowledgeState, memory: SearchMemory, i: int) -> tuple[str | None, list[Hit]]:
+        """The chosen query (None: no search) joins the history and is searched."""
         if query is None:
             return None, []
         st.history.append(query)
         with step("search", by_agent=i, query=query) as s:
-            hits = (await memory.page(query, cfg.k)).hits
+            hits = (await memory.page(query, self.config.k)).hits
             s.outputs = {"chunk_ids": [h.chunk_id for h in hits]}
         return query, hits
 
