@@ -421,6 +421,26 @@ def test_searcher_judge_and_move_fallbacks(heuristic):
     assert [s.status for s in trace.steps if s.agent == "searcher.judge"] == ["fallback"] * 4
 
 
+@pytest.mark.parametrize("focused", [True, False])
+def test_the_judge_reads_the_sentences_nearest_the_query_when_focused(focused):
+    filler = " ".join(f"In {1890 + i} she printed a pamphlet on herring prices." for i in range(6))
+    text = f"Maren Holt (1871-1950) was a Norwegian printer. {filler} She grew up in Brekke, a village."
+
+    async def search(query: str, k: int, offset: int) -> list[Hit]:
+        return [Hit(doc_id="holt", chunk_id="holt#0", score=1.0, text=text, title="Maren Holt")] if offset == 0 else []
+
+    seen: list[str] = []
+
+    def judge(user: str) -> dict:
+        seen.append(user)
+        return {"explanation": "names the village", "relevant": True}
+
+    script = Script(Query=[{"query": "Maren Holt grew up village"}], Judgement=judge, Move=[move("end")])
+    limits = SearchLimits(doc_chars=150, focused=focused)
+    asyncio.run(Searcher()(ScriptedLLM(fn=script), search, SearcherInput(question="Where did Maren Holt grow up?"), limits))
+    assert seen and ("grew up in Brekke" in seen[0]) is focused and ("herring" in seen[0]) is not focused
+
+
 def test_per_role_llm_override(retriever):
     main = Script(
         CoordinatorDecision=[coord("searcher"), coord("answerer"), coord("finisher")],
@@ -568,7 +588,7 @@ def test_paper_mode_leaves_no_addition_active(retriever):
     assert cfg.max_searcher_runs is None and cfg.judge_pages is False
     assert MRAGConfig().additions() == [
         "guards", "hints", "keep_top_ranked", "searcher_max_steps", "history_window", "report_chars", "doc_chars",
-        "coordinator_input_chars", "late_answer", "memory", "progress_guard", "judge_pages", "max_searcher_runs",
+        "focused", "coordinator_input_chars", "late_answer", "memory", "progress_guard", "judge_pages", "max_searcher_runs",
     ]  # fmt: skip
     assert isinstance(make_strategy("mrag_paper", ScriptedLLM(), retriever), MRAG)
     assert make_strategy("mrag_paper", ScriptedLLM(), retriever).config.paper is True

@@ -85,6 +85,10 @@ def test_report_pairs_questions_counts_failures_and_prints_settings(tmp_path):
 
     text = build_report([run], plots=False).read_text()
     assert "3 questions answered by every strategy; left out: vanilla_rag=1" in text
+    assert "Failed questions count as failures (0)." in text  # f1 only: no metric whose worst is not 0
+    with_overlong = [{**r, "metrics": {**r["metrics"], "overlong": 0.0}} if not r["error"] else r for r in rows]
+    text_overlong = build_report([_run(tmp_path, "run2", with_overlong, ["vanilla_rag", "mrag"])], plots=False).read_text()
+    assert "Failed questions count as failures (0; 1 for `overlong`)." in text_overlong
     assert "oracle pool" in text
     # means over q1..q3: vanilla (0.5 + 0 + 1) / 3 = 0.5; mrag (1 + 0.5 + 0) / 3 = 0.5
     assert "| vanilla_rag | 3 | 0 | 0.500" in text and "| mrag | 3 | 1 | 0.500" in text
@@ -126,7 +130,7 @@ def test_settings_of_strategies_with_a_paper_flag_of_their_own(tmp_path):
     meta["strategy_settings"] = {"kair": {"paper": False, "max_steps": 3}, "mrag_paper": {"paper": True}}
     (run / "config.json").write_text(json.dumps(meta))
     text = build_report([run], plots=False).read_text()
-    assert "- kair — our additions on: support_check, memory, gap_as_query, agent_angles: paper=false, max_steps=3" in text
+    assert "- kair — our additions on: support_check, memory, gap_as_query, agent_angles, filter_chars: paper=false, max_steps=3" in text
     assert "- mrag_paper — paper's behaviour only: paper=true" in text
 
 

@@ -31,8 +31,11 @@ class Doc(BaseModel):
     found_for: str = ""  # the search query it was judged relevant for
 
 
-def doc_from_hit(hit: Hit, chars: int | None, found_for: str = "") -> Doc:
-    return Doc(id=hit.chunk_id, title=hit.title, text=clip(hit.text, chars), found_for=found_for)
+def doc_from_hit(hit: Hit, chars: int | None, found_for: str = "", about: str = "") -> Doc:
+    """`hit` as a role reads it: its first `chars` characters, or with `about` (what the
+    reader looks for) its `excerpt` for that within `chars`."""
+    text = excerpt(hit.text, about, chars) if about and chars else clip(hit.text, chars)
+    return Doc(id=hit.chunk_id, title=hit.title, text=text, found_for=found_for)
 
 
 SENTENCE_END = re.compile(r"(?<=[.!?])\s+")

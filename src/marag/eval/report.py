@@ -120,6 +120,13 @@ def failed_value(metric: str) -> float:
     return METRICS.get(metric).worst if metric in METRICS else 0.0
 
 
+def _failure_values(metrics: list[str]) -> str:
+    """What a failed question counts as, for the report's header: "0", and each metric
+    whose worst value is not 0 ("0; 1 for `overlong`")."""
+    others = [f"{failed_value(m):g} for `{m}`" for m in metrics if failed_value(m) != 0.0]
+    return "; ".join(["0", *others])
+
+
 def metric_values(rows: list[ResultRecord], metric: str) -> dict[str, float]:
     """qid -> value of `metric`; a failed question counts as a failure (the metric's
     worst value, see `failed_value`), a question the metric does not apply to (no gold
@@ -376,7 +383,7 @@ def build_report(
         + f". {len(common)} questions answered by every strategy"
         + (f"; left out: {', '.join(f'{k}={n}' for k, n in left_out.items() if n)}" if any(left_out.values()) else "")
         + (f" (questions: {', '.join(sorted(dropped)[:10])}{', ...' if len(dropped) > 10 else ''})" if dropped else "")
-        + ". Failed questions count as failures (0; 1 for `overlong`). Cells: mean [95% bootstrap interval]."
+        + f". Failed questions count as failures ({_failure_values(metrics)}). Cells: mean [95% bootstrap interval]."
     )
     if unfinished:
         parts.append("")

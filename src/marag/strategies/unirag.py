@@ -52,7 +52,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field, field_validator
 
-from marag.agents.documents import Doc, doc_from_hit, excerpt, named_in
+from marag.agents.documents import doc_from_hit, named_in
 from marag.agents.layout import clip
 from marag.agents.answerer import AnswerInput, Passage
 from marag.agents.queries import QUERY_MAX_CHARS, clean_query, topic_words
@@ -276,7 +276,8 @@ class UniRAG(Strategy):
         if not cfg.reflector:  # ablation: the raw documents are the evidence
             evidence = self._whole(hits, cited)
         else:
-            docs = [self._reflected(h, f"{plan.query} {question}") for h in hits]
+            about = f"{plan.query} {question}" if cfg.focused else ""
+            docs = [doc_from_hit(h, cfg.doc_chars, about=about) for h in hits]
             r = await self._call(Reflector(), ReflectInput(question=question, query=plan.query, documents=docs)) if hits else None
             evidence = []
             for f in (r.evidence if r and r.found else []):
@@ -329,13 +330,6 @@ class UniRAG(Strategy):
         sources (the no-reflector ablation, the evidence floor and named documents)."""
         cited.update((h.chunk_id, h) for h in hits)
         return [Evidence(source=h.chunk_id, text=doc_from_hit(h, self.config.raw_doc_chars).text) for h in hits]
-
-    def _reflected(self, hit: Hit, about: str) -> Doc:
-        """A document as the reflector reads it (`doc_chars`, `focused`)."""
-        doc = doc_from_hit(hit, None if self.config.focused else self.config.doc_chars)
-        if self.config.focused and self.config.doc_chars:
-            doc.text = excerpt(doc.text, about, self.config.doc_chars)
-        return doc
 
     def _reranker(self) -> EmbeddingReranker:
         if not hasattr(self, "_rr"):

@@ -69,6 +69,7 @@ class SearchLimits(BaseModel):
     query_reuse_limit: int = 5
     max_steps: int | None = 6  # pages per searcher run (ours; None = the paper: no cap)
     doc_chars: int | None = 1000  # document text the judge reads (None = whole)
+    focused: bool = False  # the judge reads the sentences nearest the query (`excerpt`), not the first doc_chars
     keep_top_ranked: int = 0  # rank floor: the run's first query's top N are kept whatever the judge said
     on_topic_queries: bool = False  # a query must share a content word with question/aspects
     # a document judged relevant must share a topic word with the question, the aspects or
@@ -305,7 +306,8 @@ class Searcher:
     async def _judge(
         self, llm, inp, hits: list[Hit], ranks: list[int], query: str, limits: SearchLimits, temperature, seed
     ) -> list[Judged]:
-        docs = [doc_from_hit(h, limits.doc_chars) for h in hits]
+        about = f"{query} {inp.aspects} {inp.question}" if limits.focused else ""
+        docs = [doc_from_hit(h, limits.doc_chars, about=about) for h in hits]
         record_read(hits)
         first = bool(ranks) and ranks[0] < limits.docs_per_step
         if not hits:
