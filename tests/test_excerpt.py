@@ -1,7 +1,10 @@
 """`excerpt`: what a reader looking for something sees of a long document (UniRAG's
-reflector): the first sentence, then the sentences nearest the query, in order."""
+reflector, mRAG's relevance judge): the first sentence, then the sentences nearest the
+query while they fit, in the document's order, with "…" where sentences were left out."""
 
 from __future__ import annotations
+
+import random
 
 from marag.agents.documents import excerpt
 
@@ -20,19 +23,28 @@ def test_a_text_that_fits_is_whole_on_one_line():
 
 def test_the_first_sentence_then_the_sentences_nearest_the_query_in_order():
     out = excerpt(TEXT, "Where did Maren Holt grow up? village", 130)
-    assert out == "Maren Holt (1871-1950) was a Norwegian printer and writer. … Holt grew up in Brekke, a village on the west coast."
+    assert out == "Maren Holt (1871-1950) was a Norwegian printer and writer. … Holt grew up in Brekke, a village on the west coast. …"
     assert len(out) <= 130
-    # a plain cut of the same length misses the answer
-    assert "Brekke" not in TEXT[:130]
+    assert "Brekke" not in TEXT[:130]  # a plain cut of the same length misses the answer
 
 
-def test_nothing_near_the_query_leaves_the_first_sentence_and_ties_go_to_the_earlier_sentence():
-    assert excerpt(TEXT, "stock prices", 130) == "Maren Holt (1871-1950) was a Norwegian printer and writer."
+def test_ties_and_sentences_sharing_nothing_fill_the_room_in_the_documents_order():
     # "press" and "book" each share one word; only one fits: the earlier
-    out = excerpt(TEXT, "press book", 110)
-    assert out == "Maren Holt (1871-1950) was a Norwegian printer and writer. She worked for many years at a press in Bergen."
+    out = excerpt(TEXT, "press book", 112)
+    assert out == "Maren Holt (1871-1950) was a Norwegian printer and writer. She worked for many years at a press in Bergen. …"
+    # nothing near the query: the document's own order, as a plain cut would read it
+    assert excerpt(TEXT, "stock prices", 160) == (
+        "Maren Holt (1871-1950) was a Norwegian printer and writer. She worked for many years at a press in Bergen. "
+        "Her first book was a collection of sea songs. …"
+    )
 
 
-def test_never_longer_than_asked_even_when_the_first_sentence_is_not():
+def test_never_longer_than_asked():
     out = excerpt(TEXT, "Brekke", 30)
     assert len(out) <= 30 and out.startswith("Maren Holt") and out.endswith("…")
+    rng = random.Random(0)
+    words = "alpha beta gamma delta. epsilon! zeta? eta theta iota kappa. lambda mu".split()
+    for _ in range(2000):
+        text = " ".join(rng.choice(words) for _ in range(rng.randint(0, 60)))
+        chars = rng.randint(1, 200)
+        assert len(excerpt(text, "beta zeta kappa", chars)) <= chars

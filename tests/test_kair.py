@@ -225,6 +225,9 @@ def test_the_filter_reads_each_passage_clipped_to_filter_chars_and_the_update_re
     assert any(novel in u for u in prompts["Update"])
     assert prompts["Kept"] and not any(novel in u for u in prompts["Kept"])
     assert any(novel[:40] in u for u in prompts["Kept"])  # its opening is what the filter judges
+    # C keeps the passage as the other roles read it: the generator reads it whole
+    generator = next(c.messages[-1]["content"] for c in model.calls if c.output_model.__name__ == "AnswerOutput")
+    assert novel in generator
     model = llm()
     run("kair", model, retriever, {"filter_chars": None})
     assert any(novel in c.messages[-1]["content"] for c in model.calls if c.output_model.__name__ == "Kept")
@@ -281,6 +284,7 @@ def test_paper_mode_turns_every_addition_off(retriever):
     assert cfg.additions() == [] and all(getattr(cfg, k) == v for k, v in PAPER_SETTINGS.items())
     assert KAIRConfig().additions() == ["support_check", "memory", "gap_as_query", "agent_angles", "filter_chars"]
     assert KAIRConfig().k == 6 and KAIRConfig(paper=True).k == 10 and KAIRConfig(paper=True, k=3).k == 3  # the paper's top 10; a caller's k wins
+    assert (KAIRConfig().context_chars, KAIRConfig(paper=True).context_chars) == (3000, 6000)
     strat = make_strategy("kair_paper", llm(), retriever)
     assert isinstance(strat, KAIR) and strat.config.paper and strat.config.k == 10
     # the paper's knowledge update: a fact the model calls new is taken (no lexical support check)

@@ -438,7 +438,7 @@ def test_the_judge_reads_the_sentences_nearest_the_query_when_focused(focused):
     script = Script(Query=[{"query": "Maren Holt grew up village"}], Judgement=judge, Move=[move("end")])
     limits = SearchLimits(doc_chars=150, focused=focused)
     asyncio.run(Searcher()(ScriptedLLM(fn=script), search, SearcherInput(question="Where did Maren Holt grow up?"), limits))
-    assert seen and ("grew up in Brekke" in seen[0]) is focused and ("herring" in seen[0]) is not focused
+    assert seen and ("grew up in Brekke" in seen[0]) is focused and ("… She grew up" in seen[0]) is focused
 
 
 def test_per_role_llm_override(retriever):

@@ -379,6 +379,7 @@ def test_paper_true_turns_off_every_addition_of_ours(retriever):
     from marag.strategies.unirag import PAPER_SETTINGS, UniRAGConfig
 
     cfg = UniRAGConfig(paper=True)
+    assert (cfg.doc_chars, UniRAGConfig().doc_chars) == (600, 300)  # the reflector's reading
     assert cfg.additions() == [] and all(getattr(cfg, k) == v for k, v in PAPER_SETTINGS.items())
     # every addition of its own is on by default (the shared answer recheck is not)
     assert set(UniRAGConfig().additions()) == set(PAPER_SETTINGS) - set(ANSWER_PAPER_SETTINGS)
@@ -408,4 +409,4 @@ def test_ours_the_reflector_reads_the_sentences_nearest_the_query(tmp_path):
         run_default(script(two_hop_planner, reflector=reflector), retriever, {**LOOP, "doc_chars": 200, **config})
         page = next(u for u in shown if "Maren Holt (1871-1950)" in u)
         assert ("grew up in Brekke" in page) is sees_village, config
-        assert ("herring prices" in page) is not sees_village  # (focused: the filler is skipped, marked "…")
+        assert ("… She grew up" in page) is sees_village  # (focused: filler left out before it, marked "…")

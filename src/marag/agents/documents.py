@@ -44,20 +44,19 @@ SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 def excerpt(text: str, about: str, chars: int) -> str:
     """At most `chars` characters of `text` for a reader looking for `about` (a query and
     its question): the first sentence, which says what the document is, then the
-    sentences that share the most content words with `about`, printed in the document's
-    order with " … " where sentences were skipped. A text that fits is returned whole.
-    Ties go to the earlier sentence. Why: a reflector reading the first `chars` of a
-    document misses the sentence further on that answers the query."""
+    sentences that share the most content words with `about` (ties, and sentences that
+    share none, in the document's order) while they fit, printed in the document's order
+    with " … " wherever sentences were left out. A text that fits is returned whole. Why:
+    a reader given the first `chars` of a document misses the sentence further on that
+    answers its query."""
     flat = " ".join(text.split())
     if len(flat) <= chars:
         return flat
     sentences = SENTENCE_END.split(flat)
     terms = query_terms(about)
     shared = [len(query_terms(x) & terms) for x in sentences]
-    chosen, used = {0}, len(sentences[0])
+    chosen, used = {0}, len(sentences[0]) + 2  # (room for a closing " …")
     for i in sorted(range(1, len(sentences)), key=lambda i: (-shared[i], i)):
-        if not shared[i]:
-            break
         if used + 3 + len(sentences[i]) <= chars:
             chosen.add(i)
             used += 3 + len(sentences[i])
@@ -67,6 +66,8 @@ def excerpt(text: str, about: str, chars: int) -> str:
             parts.append("…")
         parts.append(sentences[i])
         last = i
+    if last < len(sentences) - 1:
+        parts.append("…")
     return clip(" ".join(parts), chars)
 
 

@@ -89,9 +89,10 @@ PAPER_SETTINGS: dict[str, Any] = {
 
 class KAIRConfig(PaperSwitch, AnsweringConfig):
     paper_settings: ClassVar[dict[str, Any]] = PAPER_SETTINGS
-    # the paper's retrieval, BM25's top 10 (not additions: ours are the run's retriever and
-    # 6 passages a search, which `paper=true` also replaces)
-    paper_defaults: ClassVar[dict[str, Any]] = {"retrieval": "bm25", "k": 10}
+    # the paper's retrieval, BM25's top 10, and C as it was read before we measured the
+    # default model (not additions: ours are the run's retriever, 6 passages a search and
+    # 3,000 characters of C, which `paper=true` also replaces)
+    paper_defaults: ClassVar[dict[str, Any]] = {"retrieval": "bm25", "k": 10, "context_chars": 6000}
     agents: int = Field(default=1, ge=1, le=5)
     mode: Literal["competition", "collaboration"] = "competition"
     # cycles (rounds) per question; ours: the paper reports how many steps runs took (4.9 on
@@ -435,12 +436,13 @@ class KAIR(Strategy):
         if not shown:
             return False
         cfg = self.config
-        # each passage clipped as the filter reads it (the new ones at most as every role
-        # reads them), then all packed to fit the prompt
+        # C keeps a new passage as every role reads it (`doc_chars`); the filter reads each
+        # one clipped to `filter_chars`, all packed to fit the prompt
         fresh = {h.chunk_id for h in new}
+        keeps = {h.chunk_id: h.model_copy(update={"text": clip(h.text, cfg.doc_chars)}) if h.chunk_id in fresh else h for h in shown}
         view = [h.model_copy(update={"text": clip(h.text, self._filter_chars(h.chunk_id in fresh))}) for h in shown]
         pairs = packed(view, cfg.context_chars)
-        shown, docs = [h for h, _ in pairs], [d for _, d in pairs]
+        shown, docs = [keeps[h.chunk_id] for h, _ in pairs], [d for _, d in pairs]
         f_in = FilterInput(
             question=question,
             known=st.known_lines(),
