@@ -9,7 +9,8 @@ refined context C (passages, verbatim). One cycle:
    strategy scores them by relevance to an open gap minus `diversity_weight` times
    their similarity to earlier queries (content-word overlap, `marag.agents.search.memory`),
    rejects those above `redundancy_threshold`, and runs the best;
-2. retrieval of the top `k` (the paper: BM25, top 10; ours: the run's retriever; `retrieval`);
+2. retrieval of the top `k` (the paper: BM25, top 10; ours: the run's retriever and 6
+   passages; `retrieval`, `k`);
 3. knowledge update: facts the new passages state, each checked against what is known
    (new / known / conflict: conflicts are discarded and recorded); the gaps the update
    names close only when it added at least one new, supported fact; new gaps open;
@@ -27,14 +28,18 @@ cycle on its own state each round (agents after the first sample at
 best-scored C, when it reaches `moderator_threshold`, becomes every agent's C. K and R
 stay each agent's own. The run stops when any agent has no open gap. In
 `collaboration` the agents share one blackboard: each round a goal manager assigns the
-open gaps to the agents, which plan, retrieve and extract in parallel; their updates
-are merged into the blackboard one after another, then one filter call updates C.
+open gaps to the agents, which plan at once, then choose a query and search one after
+another in their order (they share the query history and the search memory), then
+extract in parallel; their updates are merged into the blackboard one after another,
+then one filter call updates C.
 
 Our additions (each off with `paper=true`, `kair_paper`): `support_check` (a fact must
 share most of its content words with the passage it cites), `memory` (a retrieval
 returns only passages no earlier retrieval of the question returned), `gap_as_query`
 (when every candidate repeats an earlier query, the open gap itself is tried), and
-`agent_angles` (competing agents are told their number and asked for their own angle).
+`agent_angles` (competing agents are told their number and asked for their own angle)
+and `filter_chars` (the contextual filter reads each passage's first 250 characters;
+the paper's filter reads it as the other roles do).
 Needed in every mode, not additions: `doc_chars` and `context_chars` (prompts must fit
 the model's context), bounded strings in every output schema, each role's fallback.
 
@@ -481,4 +486,4 @@ class KAIR(Strategy):
 register_variant(KAIR, "kair_2", "KAIR with 2 competing agents.", agents=2, calls=(10, 16))
 register_variant(KAIR, "kair_3", "KAIR with 3 competing agents.", agents=3, calls=(15, 24))
 register_variant(KAIR, "kair_collab", "KAIR with 3 collaborating agents on one blackboard.", agents=3, mode="collaboration")
-register_variant(KAIR, "kair_paper", "KAIR with only the paper's behaviour (paper=true: no support check, search memory, gap query or agent angles).", paper=True)
+register_variant(KAIR, "kair_paper", "KAIR with only the paper's behaviour (paper=true: no support check, search memory, gap query, agent angles or clipped filter reading; BM25 top 10).", paper=True)

@@ -38,10 +38,11 @@ far, or a sentence of the evidence copied as the query, is sent back like a repe
 `answer_from="sources"` (the final answer reads the evidence's source documents whole,
 with the one-shot answerer's prompt, instead of the working memory, whose first thought
 is often a guessed answer the final answer repeats) and `focused` (the reflector reads
-each document's first sentence and the sentences nearest the query, within `doc_chars`,
+each document's first sentence and the sentences nearest the query and question, within `doc_chars`,
 instead of its first characters). `paper=true` also selects the
 paper's retrieval, the top 12 of re-ranked candidates (`PAPER_DEFAULTS`; ours: the top 4
-as retrieved), with the reflector reading the first 600 characters of each document.
+as retrieved), with the reflector reading the first 600 characters of each document
+(ours: 300, `focused`).
 """
 
 from __future__ import annotations
@@ -93,8 +94,9 @@ PAPER_SETTINGS: dict[str, Any] = {
     "answer_from": "memory",
     "focused": False,
 }
-# The paper's retrieval, which `paper=true` also selects: not additions, but our defaults
-# show fewer documents per search (8, not re-ranked), which a small local model reads better.
+# The paper's retrieval and reading, which `paper=true` also selects: not additions, but
+# our defaults show fewer documents per search (4, not re-ranked) and the reflector 300
+# focused characters of each, which a small local model reads better and sooner.
 PAPER_DEFAULTS: dict[str, Any] = {"k": 12, "rerank": True, "doc_chars": 600}
 
 
