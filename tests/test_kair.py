@@ -282,8 +282,7 @@ def test_default_max_steps_allows_the_papers_average_of_about_five(retriever):
 def test_paper_mode_turns_every_addition_off(retriever):
     cfg = KAIRConfig(paper=True, support_check=True, memory=True, gap_as_query=True, agent_angles=True)  # paper wins
     assert cfg.additions() == [] and all(getattr(cfg, k) == v for k, v in PAPER_SETTINGS.items())
-    assert KAIRConfig().additions() == ["support_check", "memory", "gap_as_query", "agent_angles", "filter_chars"]
-    assert KAIRConfig().k == 6 and KAIRConfig(paper=True).k == 10 and KAIRConfig(paper=True, k=3).k == 3  # the paper's top 10; a caller's k wins
+    assert KAIRConfig().additions() == ["support_check", "memory", "gap_as_query", "agent_angles", "filter_chars", "update_chars"]
     assert (KAIRConfig().context_chars, KAIRConfig(paper=True).context_chars) == (3000, 6000)
     strat = make_strategy("kair_paper", llm(), retriever)
     assert isinstance(strat, KAIR) and strat.config.paper and strat.config.k == 10
@@ -364,3 +363,17 @@ def test_gaps_that_are_not_words_are_not_opened(retriever):
 
     ans = run("kair", llm(update=update), retriever, {"max_steps": 1})
     assert steps(ans, "knowledge_applied")[0].outputs["required"] == [QUESTION, GAP2]
+
+
+def test_the_update_reads_the_sentences_nearest_the_query_within_update_chars(tmp_path):
+    filler = " ".join(f"In {1890 + i} she printed a pamphlet on herring prices." for i in range(6))
+    holt = ("holt", "Maren Holt", f"Maren Holt (1871-1950) was a Norwegian printer and writer. {filler} She grew up in Brekke, a village.")
+    retriever = bm25_retriever(tmp_path, [d if d[0] != "holt" else holt for d in DOCS])
+    for config, reads_village in (({"update_chars": 200}, True), ({"update_chars": None, "doc_chars": 200}, False)):
+        model = llm()
+        run("kair", model, retriever, config)
+        pages = [c.messages[-1]["content"] for c in model.calls if c.output_model.__name__ == "Update"]
+        page = next(u for u in pages if "Maren Holt (1871-1950)" in u)
+        assert ("grew up in Brekke" in page) is reads_village, config
+        generator = next(c.messages[-1]["content"] for c in model.calls if c.output_model.__name__ == "AnswerOutput")
+        assert "Brekke" in generator or not reads_village  # C keeps the passage as doc_chars reads it
