@@ -379,7 +379,6 @@ def test_paper_true_turns_off_every_addition_of_ours(retriever):
     from marag.strategies.unirag import PAPER_SETTINGS, UniRAGConfig
 
     cfg = UniRAGConfig(paper=True)
-    assert (cfg.doc_chars, UniRAGConfig().doc_chars) == (600, 300)  # the reflector's reading
     assert cfg.additions() == [] and all(getattr(cfg, k) == v for k, v in PAPER_SETTINGS.items())
     # every addition of its own is on by default (the shared answer recheck is not)
     assert set(UniRAGConfig().additions()) == set(PAPER_SETTINGS) - set(ANSWER_PAPER_SETTINGS)
@@ -389,24 +388,3 @@ def test_paper_true_turns_off_every_addition_of_ours(retriever):
     ans = run_default(script(lambda user: next(plans)), retriever, {"paper": True})
     assert [s.inputs["query"] for s in ans.trace.steps if s.agent == "search"] == ["No information yet"]
     assert "guard" not in roles(ans)
-
-
-def test_ours_the_reflector_reads_the_sentences_nearest_the_query(tmp_path):
-    """`focused`: a long document is shown to the reflector as its first sentence and the
-    sentences nearest the query and question, within `doc_chars`; without it (and with
-    paper=true), as its first `doc_chars` characters, which here miss the answer."""
-    filler = " ".join(f"In {1890 + i} she printed a pamphlet on herring prices." for i in range(6))
-    holt = ("holt", "Maren Holt", f"Maren Holt (1871-1950) was a Norwegian printer and writer. {filler} She grew up in Brekke, a village.")
-    retriever = bm25_retriever(tmp_path, [d if d[0] != "holt" else holt for d in DOCS])
-    shown = []
-
-    def reflector(user):
-        shown.append(user)
-        return reflect_facts(user)
-
-    for config, sees_village in (({}, True), ({"focused": False}, False), ({"paper": True}, False)):
-        shown.clear()
-        run_default(script(two_hop_planner, reflector=reflector), retriever, {**LOOP, "doc_chars": 200, **config})
-        page = next(u for u in shown if "Maren Holt (1871-1950)" in u)
-        assert ("grew up in Brekke" in page) is sees_village, config
-        assert ("… She grew up" in page) is sees_village  # (focused: filler left out before it, marked "…")

@@ -34,15 +34,12 @@ first search is for the question itself, and the planner plans from what it foun
 0.5B reference model's first queries included "No information yet" and "godfather of
 the German musician whose godfather is whom?"),
 `related_queries` (a query sharing no topic word with the question or the evidence so
-far, or a sentence of the evidence copied as the query, is sent back like a repeat),
+far, or a sentence of the evidence copied as the query, is sent back like a repeat) and
 `answer_from="sources"` (the final answer reads the evidence's source documents whole,
 with the one-shot answerer's prompt, instead of the working memory, whose first thought
-is often a guessed answer the final answer repeats) and `focused` (the reflector reads
-each document's first sentence and the sentences nearest the query and question, within `doc_chars`,
-instead of its first characters). `paper=true` also selects the
+is often a guessed answer the final answer repeats). `paper=true` also selects the
 paper's retrieval, the top 12 of re-ranked candidates (`PAPER_DEFAULTS`; ours: the top 4
-as retrieved), with the reflector reading the first 600 characters of each document
-(ours: 300, `focused`).
+as retrieved).
 """
 
 from __future__ import annotations
@@ -92,12 +89,10 @@ PAPER_SETTINGS: dict[str, Any] = {
     "question_first": False,
     "related_queries": False,
     "answer_from": "memory",
-    "focused": False,
 }
-# The paper's retrieval and reading, which `paper=true` also selects: not additions, but
-# our defaults show fewer documents per search (4, not re-ranked) and the reflector 300
-# focused characters of each, which a small local model reads better and sooner.
-PAPER_DEFAULTS: dict[str, Any] = {"k": 12, "rerank": True, "doc_chars": 600}
+# The paper's retrieval, which `paper=true` also selects: not additions, but our defaults
+# show fewer documents per search (8, not re-ranked), which a small local model reads better.
+PAPER_DEFAULTS: dict[str, Any] = {"k": 12, "rerank": True}
 
 
 class UniRAGConfig(PaperSwitch, AnsweringConfig):
@@ -115,13 +110,7 @@ class UniRAGConfig(PaperSwitch, AnsweringConfig):
     rerank: bool = False  # re-rank `rerank_depth` candidates by embedding similarity
     rerank_depth: int = Field(default=30, ge=1, le=200)
     raw_doc_chars: int = Field(default=300, ge=50)  # without the reflector: each document's share of memory
-    # each document as the reflector reads it: with `focused` (ours), its first sentence and
-    # the sentences that share the most words with the query and question
-    # (`marag.agents.documents.excerpt`), else its first `doc_chars` characters. 300 focused
-    # (was the first 600): the reflector was half of UniRAG's evaluated prompt tokens with
-    # the default model, and the final answer reads its sources whole anyway
-    doc_chars: int | None = Field(default=300, ge=100)
-    focused: bool = True
+    doc_chars: int | None = Field(default=600, ge=100)  # each document as the reflector reads it
     paper: bool = False  # only the paper's behaviour: PAPER_SETTINGS
     memory: bool = True
     clean_queries: bool = True
@@ -278,8 +267,7 @@ class UniRAG(Strategy):
         if not cfg.reflector:  # ablation: the raw documents are the evidence
             evidence = self._whole(hits, cited)
         else:
-            about = f"{plan.query} {question}" if cfg.focused else ""
-            docs = [doc_from_hit(h, cfg.doc_chars, about=about) for h in hits]
+            docs = [doc_from_hit(h, cfg.doc_chars) for h in hits]
             r = await self._call(Reflector(), ReflectInput(question=question, query=plan.query, documents=docs)) if hits else None
             evidence = []
             for f in (r.evidence if r and r.found else []):

@@ -6,16 +6,18 @@ Fallback: when its output is unusable it hands over to the fixed sequence
 planner -> searcher -> answerer -> finisher; the strategy tells it where that sequence
 stands (`default_next`), so the run continues from what has already happened.
 
-Hint (our addition, `hint=True`): the prompt names `default_next` as "the usual next
-agent" and lists it first in the catalogue. Measured on 12 probe states (3 questions x
+Hint (our addition, `hint=True`): the prompt's last line names `default_next` as "the
+usual next agent". Measured on 12 probe states (3 questions x
 {start, planned, searched, answered}): the default model (Qwen2.5-Coder-1.5B) chose a
 sensible agent in 12 of 12 with the hint and 6 of 12 without it (it then names the
 searcher in nearly every state, also after the response is written); SmolLM2-135M 11 of
 12 with it, 4-7 without (it names the first agent it reads). Turn it off to study the
-unaided coordinator.
+unaided coordinator. (The hinted agent was also listed first in the catalogue; the
+default model chose as well without that, 12 of 12, and the system prompt now stays
+the same.)
 
-Layout: the system prompt (with the catalogue) changes only when the hint does (a
-few times per question); the user message starts with the question and the history,
+Layout: the system prompt (with the catalogue) is the same for every turn; the user
+message starts with the question and the history,
 which only grows, so consecutive turns share most of their prompt; what changes
 (documents, response, calls left, hint) comes last.
 """
@@ -48,14 +50,16 @@ AGENT_GUIDE: dict[str, str] = {
 }
 
 
-def _system(first: str | None) -> str:
-    order = list(AGENT_GUIDE) if first is None else [first] + [a for a in AGENT_GUIDE if a != first]
-    return (
-        "You coordinate a team of agents that answer a question from a document collection. "
-        "Each turn you choose the agent that acts next.\nAgents:\n"
-        + "\n".join(f"{name} - {AGENT_GUIDE[name]}" for name in order)
-        + "\nReply as JSON with the agent, its input and your reason."
-    )
+# One system prompt for every turn, the agents in a fixed order, so that a question's
+# coordinator turns share their prompt up to the history (the catalogue used to list the
+# hinted agent first, which changed the system prompt, and so the whole prompt llama.cpp
+# had to read, nearly every turn)
+SYSTEM = (
+    "You coordinate a team of agents that answer a question from a document collection. "
+    "Each turn you choose the agent that acts next.\nAgents:\n"
+    + "\n".join(f"{name} - {guide}" for name, guide in AGENT_GUIDE.items())
+    + "\nReply as JSON with the agent, its input and your reason."
+)
 
 
 class CoordinatorInput(BaseModel):
@@ -65,7 +69,7 @@ class CoordinatorInput(BaseModel):
     documents: list[str] = Field(default_factory=list)  # the documents collected: "title: what it gives"
     calls_left: int = 0
     default_next: AgentName = "planner"  # the fixed sequence's next agent (fallback; hint)
-    hint: bool = True  # name default_next in the prompt and list it first (see module docstring)
+    hint: bool = True  # name default_next in the prompt's last line (see module docstring)
 
 
 class CoordinatorDecision(BaseModel):
@@ -94,7 +98,7 @@ class Coordinator(Agent[CoordinatorInput, CoordinatorDecision]):
             f"Calls left: {inp.calls_left}",
             f"The usual next agent is: {inp.default_next}" if inp.hint else "",
         ]
-        return laid_out(_system(inp.default_next if inp.hint else None), inp.question, state, "Which agent acts next?")
+        return laid_out(SYSTEM, inp.question, state, "Which agent acts next?")
 
     def fallback(self, inp: CoordinatorInput, error: StructuredOutputError) -> CoordinatorDecision:
         return CoordinatorDecision(
@@ -109,6 +113,6 @@ def useful_input(text: str) -> str:
     flat = " ".join(text.split()).strip(" .,;:-\"'")
     if len(flat) < 3 or not any(c.isalpha() for c in flat) or flat.lower() in AGENT_NAMES:
         return ""
-    if flat.lower() in _system(None).lower() or "usual next agent" in flat.lower():
+    if flat.lower() in SYSTEM.lower() or "usual next agent" in flat.lower():
         return ""
     return flat
