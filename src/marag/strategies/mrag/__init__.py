@@ -51,8 +51,8 @@ Our additions, to keep small models productive (each can be turned off):
 - heuristic fallbacks (`guards`): an unusable relevance judgment counts a first-page
   document as relevant, an unusable next move continues after a productive page (the
   paper's mode: not relevant; end);
-- hints (`hints`): the coordinator's prompt names the fixed sequence's next agent and
-  lists it first. Without it the default 1.5B model names the searcher in almost every
+- hints (`hints`): the coordinator's prompt names the fixed sequence's next agent in
+  its last line. Without it the default 1.5B model names the searcher in almost every
   state (6 of 12 probe states sensible, 12 of 12 with it), SmolLM2-135M the first
   agent it reads;
 - rank floor (`keep_top_ranked`, 2): every searcher run keeps its first query's top
