@@ -35,8 +35,8 @@ then one filter call updates C.
 Our additions (each off with `paper=true`, `kair_paper`): `support_check` (a fact must
 share most of its content words with the passage it cites), `memory` (a retrieval
 returns only passages no earlier retrieval of the question returned), `gap_as_query`
-(when every candidate repeats an earlier query, the open gap itself is tried), and
-`agent_angles` (competing agents are told their number and asked for their own angle)
+(when every candidate repeats an earlier query, the open gap itself is tried),
+`agent_angles` (competing agents are told their number and asked for their own angle),
 `filter_chars` (the contextual filter reads each passage's first 250 characters) and
 `update_chars` (the knowledge update reads each new passage's sentences nearest the
 query, the open gaps and the question, within 300 characters); the paper's roles read
