@@ -172,6 +172,11 @@ def is_gap(text: str) -> bool:
     return re.search(r"[^\W\d_]{2,}", text) is not None
 
 
+def _tightest(*limits: int | None) -> int | None:
+    """The smallest of the character limits that are set (None: no limit)."""
+    return min((n for n in limits if n), default=None)
+
+
 def packed(hits: list[Hit], chars: int | None) -> list[tuple[Hit, Doc]]:
     """`hits` (most relevant first) as documents that fit `chars` characters together
     (`pack_texts`: all shown while they fit, else clipped to a common share; the least
@@ -372,11 +377,9 @@ class KAIR(Strategy):
     async def _extract(self, question: str, st: KnowledgeState, query: str, hits: list[Hit], i: int) -> Update:
         temperature, seed = self._sampling(i)
         cfg = self.config
-        if cfg.update_chars:  # the sentences nearest the query, the open gaps and the question
-            about = " ".join([query, *st.required, question])
-            docs = [doc_from_hit(h, min(cfg.update_chars, cfg.doc_chars or cfg.update_chars), about=about) for h in hits]
-        else:
-            docs = [doc_from_hit(h, cfg.doc_chars) for h in hits]
+        # with update_chars: the sentences nearest the query, the open gaps and the question
+        about = " ".join([query, *st.required, question]) if cfg.update_chars else ""
+        docs = [doc_from_hit(h, _tightest(cfg.update_chars, cfg.doc_chars), about=about) for h in hits]
         record_read(hits)
         return await KnowledgeUpdater()(
             self.llm, UpdateInput(question=question, known=st.known_lines(), required=st.required, passages=docs), temperature, seed
@@ -455,7 +458,7 @@ class KAIR(Strategy):
         # one clipped to `filter_chars`, all packed to fit the prompt
         fresh = {h.chunk_id for h in new}
         keeps = {h.chunk_id: h.model_copy(update={"text": clip(h.text, cfg.doc_chars)}) if h.chunk_id in fresh else h for h in shown}
-        view = [h.model_copy(update={"text": clip(h.text, self._filter_chars(h.chunk_id in fresh))}) for h in shown]
+        view = [h.model_copy(update={"text": clip(h.text, _tightest(cfg.filter_chars, cfg.doc_chars if h.chunk_id in fresh else None))}) for h in shown]
         pairs = packed(view, cfg.context_chars)
         shown, docs = [keeps[h.chunk_id] for h, _ in pairs], [d for _, d in pairs]
         f_in = FilterInput(
@@ -475,12 +478,6 @@ class KAIR(Strategy):
             s.outputs = {"refiltered": refilter, "kept": [h.chunk_id for h in chosen],
                          "dropped": [c for c in before if c not in st.context], "context": list(st.context)}  # fmt: skip
         return list(st.context) != before
-
-    def _filter_chars(self, fresh: bool) -> int | None:
-        """How much of a passage the filter reads: `filter_chars`, and a new passage at
-        most `doc_chars` (as the other roles read it)."""
-        limits = [n for n in (self.config.filter_chars, self.config.doc_chars if fresh else None) if n]
-        return min(limits, default=None)
 
     async def _score(self, question: str, st: KnowledgeState) -> int:
         """The moderator's 0-10 score of an agent's C (0 without a call when C is empty)."""
