@@ -547,22 +547,25 @@ def test_a_second_hop_document_found_late_reaches_the_answerer(retriever):
     """Five documents are collected before the second-hop one; the answerer still reads
     it (all of S is packed into the prompt, most relevant first)."""
     python = "computing/python-language.md#0"
-    script = Script(
-        CoordinatorDecision=[
-            coord("searcher", "mountains, deserts, rivers, reefs and bees"),
-            coord("searcher", "who created Python"),
-            coord("answerer"),
-            coord("finisher"),
-        ],
-        Query=[{"query": "Everest Sahara Amazon reef honeybees"}, {"query": "Python programming language creator"}],
-        Judgement=lambda user: {
-            "explanation": "about it",
-            "relevant": "Python" not in doc_title(user) or "creator" in user or "Python" in user.split("Looking for: ")[-1],
-        },
-        Move=[move("continue"), move("continue"), move("end"), move("end")],
-        AnswerOutput=[{"answer": "Guido van Rossum"}],
-    )
-    llm = ScriptedLLM(fn=script)
+
+    def script():  # a fresh one per run: a Script pops its replies
+        return Script(
+            CoordinatorDecision=[
+                coord("searcher", "mountains, deserts, rivers, reefs and bees"),
+                coord("searcher", "who created Python"),
+                coord("answerer"),
+                coord("finisher"),
+            ],
+            Query=[{"query": "Everest Sahara Amazon reef honeybees"}, {"query": "Python programming language creator"}],
+            Judgement=lambda user: {
+                "explanation": "about it",
+                "relevant": "Python" not in doc_title(user) or "creator" in user or "Python" in user.split("Looking for: ")[-1],
+            },
+            Move=[move("continue"), move("continue"), move("end"), move("end")],
+            AnswerOutput=[{"answer": "Guido van Rossum"}],
+        )
+
+    llm = ScriptedLLM(fn=script())
     ans = run(MRAG(llm, retriever), "Where did the creator of Python begin working on it?")
     ids = [s.chunk_id for s in ans.sources]
     assert python in ids and len(ids) >= 6 and ids.index(python) > 0
@@ -570,7 +573,13 @@ def test_a_second_hop_document_found_late_reaches_the_answerer(retriever):
     assert found_order.index(python) >= 5  # discovered after five others
     answer_prompt = next(c for c in llm.calls if c.output_model.__name__ == "AnswerOutput").messages[-1]["content"]
     assert "Centrum Wiskunde" in answer_prompt  # the second-hop document's text
-    assert "(found for: Python programming language creator)" in answer_prompt
+    # by default no document carries the query that found it (a guessed answer written
+    # into a query would read as evidence); `query_labels` (the paper's mode) shows it
+    assert "found for:" not in answer_prompt and "Python programming language creator" not in answer_prompt
+    labelled = ScriptedLLM(fn=script())
+    run(MRAG(labelled, retriever, MRAGConfig(query_labels=True)), "Where did the creator of Python begin working on it?")
+    labelled_prompt = next(c for c in labelled.calls if c.output_model.__name__ == "AnswerOutput").messages[-1]["content"]
+    assert "(found for: Python programming language creator)" in labelled_prompt
 
 
 def test_pack_texts_shows_every_document_within_the_budget():
@@ -592,6 +601,7 @@ def test_paper_mode_leaves_no_addition_active(retriever):
     assert MRAGConfig().additions() == [
         "guards", "hints", "keep_top_ranked", "searcher_max_steps", "history_window", "report_chars", "doc_chars",
         "focused", "coordinator_input_chars", "late_answer", "memory", "progress_guard", "judge_pages", "max_searcher_runs",
+        "query_labels",
     ]  # fmt: skip
     assert isinstance(make_strategy("mrag_paper", ScriptedLLM(), retriever), MRAG)
     assert make_strategy("mrag_paper", ScriptedLLM(), retriever).config.paper is True

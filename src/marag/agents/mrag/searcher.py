@@ -43,7 +43,13 @@ class Query(BaseModel):
     query: str = Field(max_length=QUERY_MAX_CHARS)
 
 
-_QUERY_SYSTEM = "You write a short keyword query for a search engine. Reply as JSON."
+# "Not a guess": the default 1.5B model wrote the answer it expected into the query
+# ("... an NFL team based in Texas"), and the search then looked for its guess.
+_QUERY_SYSTEM = (
+    "You write a short keyword query for a search engine: the names and words of what is still "
+    "missing. Use only names from the question and the facts found; never put a guessed answer "
+    "in the query. Reply as JSON."
+)
 
 
 class QueryWriter(Agent[QueryInput, Query]):
