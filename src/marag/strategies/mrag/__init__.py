@@ -81,7 +81,6 @@ was spent.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from pydantic import Field, ValidationInfo, field_validator
@@ -116,8 +115,9 @@ from marag.llm.base import LLM
 from marag.llm.budget import budget_spent, grace
 from marag.llm.factory import LLMConfig, make_llm
 from marag.strategies.base import ANSWER_PAPER_SETTINGS, OPERATOR_ONLY, STRATEGIES, AnsweringConfig, PaperSwitch, Strategy, register_variant
-from marag.strategies.mrag.search import Judged, Searcher, SearcherInput, SearchLimits
-from marag.trace import current_trace, normalize_query, step
+from marag.strategies.mrag.search import Searcher, SearcherInput, SearchLimits
+from marag.strategies.mrag.state import State
+from marag.trace import current_trace, step
 
 SEQUENCE = ("planner", "searcher", "answerer", "finisher")
 
@@ -197,60 +197,6 @@ class MRAGConfig(PaperSwitch, AnsweringConfig):
 
 
 
-@dataclass
-class _State:
-    question: str
-    history: list[str] = field(default_factory=list)  # "agent(input): report", oldest first
-    ran: list[str] = field(default_factory=list)  # agents that actually ran, in order
-    response: str | None = None
-    docs: dict[str, Hit] = field(default_factory=dict)  # S: chunk id -> hit, discovery order
-    why: dict[str, Judged] = field(default_factory=dict)  # S: chunk id -> the searcher's judgment
-    notes: list[str] = field(default_factory=list)  # summaries, analyses, validator feedback
-    calls: int = 0
-    coordinator_calls: int = 0
-    searcher_steps: int = 0
-    query_reuses: int = 0
-    refusals: int = 0
-    guards: int = 0
-    finished: bool = False
-    plan: str = ""
-    noops: int = 0  # agent runs in a row that changed nothing
-    steers: int = 0  # turns the no-progress guard steered
-    answered_with: int = -1  # |S| when the answerer last ran
-    memory: SearchMemory | None = None
-
-    def signature(self) -> tuple:
-        """What an agent run can change: S, the response, the plan, the notes."""
-        return (len(self.docs), self.response, self.plan, frozenset(self.notes))
-
-    def facts(self, last: int | None = None) -> list[str]:
-        """What each document in S gives, in discovery order: "title: fact" (the title
-        alone when the judge named no fact, e.g. a document kept by the rank floor)."""
-        lines = []
-        for cid, h in self.docs.items():
-            j = self.why.get(cid)
-            lines.append(f"{h.title or cid}: {j.fact}" if j and j.fact and not j.by_rank else h.title or cid)
-        return lines[-last:] if last else lines
-
-    def ranked_docs(self) -> list[tuple[Hit, Judged | None]]:
-        """S in retrieval order: by the query a document was found for (the order the
-        queries were first issued), then its rank under that query, then discovery. The
-        first query's top documents come first, which are what a retrieve-then-read
-        baseline reads; a small model's relevance judge is close to chance, so its verdict
-        decides what enters S, not what comes first."""
-        issued = {q: i for i, q in enumerate(self.memory.queries)} if self.memory else {}
-
-        def key(item: tuple[int, str]) -> tuple[int, int, int]:
-            order, cid = item
-            j = self.why.get(cid)
-            if j is None:
-                return (len(issued), 0, order)
-            return (issued.get(normalize_query(j.query), len(issued)), j.rank, order)
-
-        ordered = sorted(enumerate(self.docs), key=key)
-        return [(self.docs[cid], self.why.get(cid)) for _, cid in ordered]
-
-
 @STRATEGIES.register("mrag")
 class MRAG(Strategy):
     name = "mrag"
@@ -277,7 +223,7 @@ class MRAG(Strategy):
         self.llms.update(llms or {})
 
     async def solve(self, question: str) -> tuple[str, list[Hit]]:
-        cfg, st = self.config, _State(question)
+        cfg, st = self.config, State(question)
         st.memory = SearchMemory(self.search, unseen_only=cfg.memory)
         while not st.finished and st.calls < cfg.max_agent_calls and not budget_spent():
             before = st.signature()
@@ -325,14 +271,14 @@ class MRAG(Strategy):
         return st.response or "", [h for h, _ in st.ranked_docs()]
 
     # -- routing ---------------------------------------------------------------------------
-    def _next_in_sequence(self, st: _State, plan: bool = True) -> str:
+    def _next_in_sequence(self, st: State, plan: bool = True) -> str:
         """The fixed sequence's next agent: the one after the furthest step already done
         (with `plan=False`, never the planner)."""
         done = ("planner" in st.ran, "searcher" in st.ran, st.response is not None)
         last = max((i for i, d in enumerate(done) if d), default=-1)
         return SEQUENCE[max(last + 1, 0 if plan else 1)]
 
-    def _history(self, st: _State) -> list[str]:
+    def _history(self, st: State) -> list[str]:
         """The reports the coordinator reads: the last `history_window`, and in any mode
         only as many of the most recent as fit in `context_chars` (the paper's mode keeps
         all of them until the model's context would overflow)."""
@@ -348,7 +294,7 @@ class MRAG(Strategy):
             kept.append(report)
         return kept[::-1]
 
-    def _steer(self, st: _State) -> tuple[str, str]:
+    def _steer(self, st: State) -> tuple[str, str]:
         """The no-progress guard's pick (module docstring), recorded as a guard step."""
         used = set().union(*(query_terms(q) for q in st.memory.queries)) if st.memory and st.memory.queries else set()
         # a bridge fact is one about the question's topic (its words, or a title found):
@@ -379,14 +325,14 @@ class MRAG(Strategy):
             s.outputs = {"agent": pick[0], "input": pick[1]}
         return pick
 
-    def _after_refusal(self, st: _State) -> str:
+    def _after_refusal(self, st: State) -> str:
         """Where a refused turn goes (with guards): the answerer when S changed since the
         last answer (or there is none), else the fixed sequence's next agent."""
         if "searcher" in st.ran and (st.response is None or st.answered_with != len(st.docs)):
             return "answerer"
         return self._next_in_sequence(st, plan=False)
 
-    def _unmet(self, st: _State, agent: str) -> str | None:
+    def _unmet(self, st: State, agent: str) -> str | None:
         if agent == "reviser" and st.response is None:
             return "there is no response to revise: the answerer must run first"
         if self.config.guards and agent in ("validator", "finisher") and st.response is None:
@@ -398,7 +344,7 @@ class MRAG(Strategy):
             return f"the searcher has run {runs} times, its limit for a question"
         return None
 
-    def _route(self, st: _State, picked: str, text: str) -> tuple[str, str] | None:
+    def _route(self, st: State, picked: str, text: str) -> tuple[str, str] | None:
         """The agent that runs and its input: the coordinator's pick, unless a guard or a
         precondition intervenes. A refused pick spends an agent call; with guards the
         turn goes to the fixed sequence (whose agent gets no input: the coordinator's
@@ -429,7 +375,7 @@ class MRAG(Strategy):
     async def _call(self, agent: Agent, role: str, inp: Any) -> Any:
         return await agent(self._llm(role), inp, self._temperature(role), self.config.seed)
 
-    def _docs(self, st: _State) -> list[Doc]:
+    def _docs(self, st: State) -> list[Doc]:
         """All of S, most relevant first, packed into `context_chars` (see `pack_texts`)."""
         ranked = st.ranked_docs()
         texts = [" ".join(h.text.split()) for h, _ in ranked]
@@ -443,7 +389,7 @@ class MRAG(Strategy):
     def _report(self, text: str) -> str:
         return clip(text, self.config.report_chars)
 
-    async def _run(self, st: _State, agent: str, text: str, count: bool = True) -> None:
+    async def _run(self, st: State, agent: str, text: str, count: bool = True) -> None:
         st.calls += count
         report = await getattr(self, f"_{agent}")(st, text)
         st.ran.append(agent)
@@ -451,7 +397,7 @@ class MRAG(Strategy):
             f"{agent}({self._report(text)}): {self._report(report)}" if text else f"{agent}: {self._report(report)}"
         )
 
-    async def _planner(self, st: _State, text: str) -> str:
+    async def _planner(self, st: State, text: str) -> str:
         # the plan goes to the coordinator (history), not into the notes other agents read:
         # it holds no collected information, and small models copy it into their output
         plan = await self._call(
@@ -460,7 +406,7 @@ class MRAG(Strategy):
         st.plan = "; ".join(plan.steps)
         return st.plan
 
-    async def _searcher(self, st: _State, text: str) -> str:
+    async def _searcher(self, st: State, text: str) -> str:
         cfg = self.config
         limits = SearchLimits(
             docs_per_step=cfg.docs_per_step,
@@ -497,7 +443,7 @@ class MRAG(Strategy):
             return f"no relevant documents for {'; '.join(out.queries)}"
         return "found " + "; ".join(f"[{j.title or j.chunk_id}] {j.explanation}" for j in out.relevant)
 
-    async def _summarizer(self, st: _State, text: str) -> str:
+    async def _summarizer(self, st: State, text: str) -> str:
         out = await self._call(
             Summarizer(),
             "summarizer",
@@ -506,7 +452,7 @@ class MRAG(Strategy):
         st.notes.append("Summary: " + out.summary)
         return out.summary
 
-    async def _reasoner(self, st: _State, text: str) -> str:
+    async def _reasoner(self, st: State, text: str) -> str:
         out = await self._call(
             Reasoner(),
             "reasoner",
@@ -515,7 +461,7 @@ class MRAG(Strategy):
         st.notes.append("Analysis: " + out.analysis)
         return out.analysis
 
-    async def _answerer(self, st: _State, text: str) -> str:
+    async def _answerer(self, st: State, text: str) -> str:
         out = await self._call(
             MRAGAnswerer(self.config.style()),
             "answerer",
@@ -524,7 +470,7 @@ class MRAG(Strategy):
         st.response, st.answered_with = out.answer, len(st.docs)
         return out.answer
 
-    async def _validator(self, st: _State, text: str) -> str:
+    async def _validator(self, st: State, text: str) -> str:
         v = await self._call(
             Validator(),
             "validator",
@@ -540,7 +486,7 @@ class MRAG(Strategy):
             st.notes.append("Feedback: " + report)
         return report
 
-    async def _reviser(self, st: _State, text: str) -> str:
+    async def _reviser(self, st: State, text: str) -> str:
         feedback = next((n for n in reversed(st.notes) if n.startswith("Feedback: ")), "")
         out = await self._call(
             Reviser(self.config.style()),
@@ -556,7 +502,7 @@ class MRAG(Strategy):
         st.response = out.answer
         return out.answer
 
-    async def _finisher(self, st: _State, text: str) -> str:
+    async def _finisher(self, st: State, text: str) -> str:
         finish(st.response, len(st.docs))
         st.finished = True
         return "done"
