@@ -574,10 +574,10 @@ def test_a_second_hop_document_found_late_reaches_the_answerer(retriever):
     answer_prompt = next(c for c in llm.calls if c.output_model.__name__ == "AnswerOutput").messages[-1]["content"]
     assert "Centrum Wiskunde" in answer_prompt  # the second-hop document's text
     # by default no document carries the query that found it (a guessed answer written
-    # into a query would read as evidence); `query_labels` (the paper's mode) shows it
+    # into a query would read as evidence); `unlabelled_docs=false` (and the paper's mode) shows it
     assert "found for:" not in answer_prompt and "Python programming language creator" not in answer_prompt
     labelled = ScriptedLLM(fn=script())
-    run(MRAG(labelled, retriever, MRAGConfig(query_labels=True)), "Where did the creator of Python begin working on it?")
+    run(MRAG(labelled, retriever, MRAGConfig(unlabelled_docs=False)), "Where did the creator of Python begin working on it?")
     labelled_prompt = next(c for c in labelled.calls if c.output_model.__name__ == "AnswerOutput").messages[-1]["content"]
     assert "(found for: Python programming language creator)" in labelled_prompt
 
@@ -597,11 +597,11 @@ def test_paper_mode_leaves_no_addition_active(retriever):
     cfg = MRAGConfig(paper=True, guards=True, hints=True, keep_top_ranked=3)  # paper wins
     assert cfg.additions() == [] and not cfg.guards and not cfg.hints and cfg.keep_top_ranked == 0
     assert cfg.searcher_max_steps is None and cfg.history_window is None and cfg.doc_chars is None
-    assert cfg.max_searcher_runs is None and cfg.judge_pages is False
+    assert cfg.max_searcher_runs is None and cfg.judge_pages is False and cfg.unlabelled_docs is False
     assert MRAGConfig().additions() == [
         "guards", "hints", "keep_top_ranked", "searcher_max_steps", "history_window", "report_chars", "doc_chars",
         "focused", "coordinator_input_chars", "late_answer", "memory", "progress_guard", "judge_pages", "max_searcher_runs",
-        "query_labels",
+        "unlabelled_docs",
     ]  # fmt: skip
     assert isinstance(make_strategy("mrag_paper", ScriptedLLM(), retriever), MRAG)
     assert make_strategy("mrag_paper", ScriptedLLM(), retriever).config.paper is True

@@ -12,8 +12,9 @@ __all__ = ["Doc", "clip", "doc_from_hit", "laid_out", "pack_texts", "render_docs
 
 
 def render_docs(docs: Sequence[Doc]) -> str:
-    """Numbered documents with the query each was found for, the first one printed last:
-    small models lean on what they read most recently, and the first is the most relevant."""
+    """Numbered documents, the first printed last (small models lean on what they read
+    most recently, and the first is the most relevant); a document with a `found_for`
+    shows the query that found it."""
     return numbered_passages(docs, newest_last=True, label=lambda d: f" (found for: {d.found_for})" if d.found_for else "")
 
 

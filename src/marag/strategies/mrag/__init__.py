@@ -15,7 +15,7 @@ documents are clipped to an equal share, so a second-hop document found late sti
 reaches the answerer.
 
 `paper=True` keeps only the paper's behaviour: it turns off every addition below and
-leaves only the fallbacks a run cannot do without (listed in the README).
+leaves only the fallbacks a run cannot do without (listed in docs/strategies/mrag.md).
 
 Our additions, to keep small models productive (each can be turned off):
 - preconditions (`guards`): the validator and the finisher need a response, the
@@ -62,9 +62,10 @@ Our additions, to keep small models productive (each can be turned off):
   (the paper: one call per document);
 - a focused judge (`focused`): it reads each document's first sentence and the
   sentences nearest the query, within `doc_chars` (the paper: the whole document);
-- unlabelled documents (`query_labels` off): the agents that read S see each document
-  without the query that found it, so a guess written into a query is never read back
-  as evidence;
+- unlabelled documents (`unlabelled_docs`): the agents that read S see each document
+  without the query that found it, so a guess the query writer put into a query is not
+  shown beside the documents as if it were part of them (a query can still reach the
+  coordinator's history in the searcher's report);
 - bounded prompts: a `history_window` of recent reports, each clipped to `report_chars`,
   a `searcher_max_steps` page cap per searcher run (3), `doc_chars` of each document for
   the relevance judge, a 200-character coordinator input (`coordinator_input_chars`);
@@ -139,7 +140,7 @@ PAPER_SETTINGS: dict[str, Any] = {
     "progress_guard": False,
     "judge_pages": False,
     "max_searcher_runs": None,
-    "query_labels": True,
+    "unlabelled_docs": False,
 }
 
 
@@ -174,11 +175,12 @@ class MRAGConfig(PaperSwitch, AnsweringConfig):
     progress_guard: bool = True
     max_noops: int = Field(default=2, ge=1)  # agent runs in a row that change nothing before a steer
     judge_pages: bool = True  # one relevance call per page of documents (the paper: one per document)
-    # S shown with the query each document was found for. Off by default: the 1.5B query
-    # writer put the answer it expected into queries ("... an NFL team based in Texas"),
-    # and the answerer then read the label as evidence (6 of 30 held-out HotpotQA answers
-    # were words of our own queries, 3 of them wrong).
-    query_labels: bool = False
+    # S shown without "(found for: <query>)" beside each document. Labelled before (and
+    # in the paper's mode, which keeps the earlier behaviour): the 1.5B query writer put
+    # the answer it expected into queries ("... an NFL team based in Texas"), and the
+    # answerer read the label as evidence (6 of 30 held-out HotpotQA answers were words
+    # of our own queries, 3 of them wrong).
+    unlabelled_docs: bool = True
     # -- needed in every mode: prompts must fit the model's context --
     context_chars: int | None = Field(default=6000, ge=200)  # all of S, packed (None: no limit)
     temperature: float = 0.0
@@ -381,7 +383,7 @@ class MRAG(Strategy):
         texts = [" ".join(h.text.split()) for h, _ in ranked]
         allowance = pack_texts([len(t) for t in texts], self.config.context_chars)
         return [
-            doc_from_hit(h, n, found_for=j.query if j and self.config.query_labels else "")
+            doc_from_hit(h, n, found_for=j.query if j and not self.config.unlabelled_docs else "")
             for (h, j), n in zip(ranked, allowance)
             if n > 0
         ]
