@@ -198,7 +198,6 @@ class MRAGConfig(PaperSwitch, AnsweringConfig):
         return v
 
 
-
 @STRATEGIES.register("mrag")
 class MRAG(Strategy):
     name = "mrag"
