@@ -307,6 +307,13 @@ def test_paper_mode_turns_every_addition_off(index):
     for paper, second in ((True, "Which planets are gas giants?"), (False, "Which gas giant is largest?")):
         ans = run("ropmura", script(**repeat, **ANSWERING), index, {"paper": paper, "max_rounds": 2})
         assert [s.inputs["question"] for s in ans.trace.steps if s.agent == "router"][1] == second
+    # nothing new offered: the paper's planner asks the same again; ours stops and answers
+    same = dict(repeat, SubQuestions=lambda u: {"questions": ["Which planets are gas giants?"]})
+    for paper, rounds in ((True, 3), (False, 1)):
+        ans = run("ropmura", script(**same, **ANSWERING), index, {"paper": paper, "max_rounds": 3})
+        assert [s.agent for s in ans.trace.steps].count("router") == rounds and ans.usage["rounds"] == rounds
+        assert [s.outputs for s in ans.trace.steps if s.agent == "planner_stop"] == ([] if paper else [{"repeated": "Which planets are gas giants?"}])
+        assert ans.answer == "Jupiter"
 
 
 def test_an_index_without_collections_is_refused(tmp_path, repo):

@@ -35,7 +35,7 @@ corpus; no collections needed).
 Our additions (each off with `paper=true`, `ropmura_paper`): `max_agents` (a cap on the
 invited owners; the paper invites every owner of the top centroids) and `repeat_check`
 (a sub-question that repeats an earlier one, by content words, is replaced by the first
-new candidate, and greedy planning stops when the splitter has nothing new). Needed in
+new candidate, and planning stops when the splitter has nothing new). Needed in
 every mode, not additions: `doc_chars` and `responses_chars` (prompts must fit the
 model's context), the sampled linkage above `boundary_max_exact` chunks, each role's
 fallback.
@@ -256,6 +256,12 @@ class RopMura(Strategy):
                 return
             split = await self._call(Splitter(), SplitInput(question=question, records=records))
             sub = await self._select(question, split.questions, records)
+            if not self._new(sub, records):
+                # nothing new to ask: the same question to the same agents would only cost
+                # another round (the 1.5B's splitter offered one sub-question three rounds running)
+                with step("planner_stop") as s:
+                    s.outputs = {"repeated": sub}
+                return
             records.append(Record(question=sub, answer=await self.route(sub, rnd, records)))
             verdict = await self._call(Judger(), JudgeInput(question=question, records=records))
             if verdict.answerable:
