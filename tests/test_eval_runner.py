@@ -86,7 +86,7 @@ def test_run_writes_results_traces_and_report(hotpot, tmp_path):
     report = build_report([run_dir]).read_text()
     assert "## Quality" in report and "| vanilla_rag | 4 | 0 | 1.000 [1.000, 1.000]" in report
     assert "distractor pool" in report and "### Difference from vanilla_rag" in report
-    assert "- vanilla_rag: max_llm_calls=80, max_tokens=60000, deadline_s=900.0, answer_style=\"short\", answer_max_chars=null, answer_recheck=false, k=2" in report
+    assert "- vanilla_rag: max_llm_calls=80, max_tokens=60000, deadline_s=1800.0, answer_style=\"short\", answer_max_chars=null, answer_recheck=false, k=2" in report
     assert "## Cost per question" in report and "### type" in report
     assert "| vanilla_rag | answerer |" in report
     assert (run_dir / "accuracy_vs_tokens.png").stat().st_size > 1000
@@ -220,6 +220,21 @@ def test_judge_defaults_and_the_self_grading_warning(hotpot, tmp_path):
     assert all(r.judge_fallbacks["judge_correct"] == {"decisions": 1, "fallbacks": 1} for r in rows)
     report = build_report([run_dir], plots=False).read_text()
     assert "it grades itself" in report and "2/2 (100%)" in report
+
+
+def test_the_deadline_grows_with_the_questions_in_flight(hotpot):
+    """Each question in flight gets a share of the machine, so its wall-clock deadline
+    is the strategy's times the concurrency; a deadline the user sets is kept as given,
+    and `--deterministic` has none."""
+    from marag.eval.answering import strategy_settings
+
+    def deadline(**kw):
+        return strategy_settings(config(strategies=["vanilla_rag", "ginger"], **kw), hotpot)
+
+    assert {s: c["deadline_s"] for s, c in deadline(concurrency=4).items()} == {"vanilla_rag": 3600.0, "ginger": 3600.0}
+    assert deadline(concurrency=1)["vanilla_rag"]["deadline_s"] == 900.0
+    assert deadline(concurrency=4, strategy_configs={"vanilla_rag": {"deadline_s": 60}})["vanilla_rag"]["deadline_s"] == 60
+    assert deadline(concurrency=4, deterministic=True)["ginger"]["deadline_s"] is None
 
 
 def test_each_dataset_sets_its_answer_style(data_dir, tmp_path):

@@ -133,15 +133,26 @@ def validate_names(cfg: EvalConfig) -> None:
 
 def strategy_settings(cfg: EvalConfig, ds: Dataset) -> dict[str, dict[str, Any]]:
     """Each strategy's config as it runs: the dataset's answer style unless the user
-    set one, then the user's overrides."""
+    set one, its deadline for the questions in flight, then the user's overrides."""
     out = {}
     for name in cfg.strategies:
         cls = STRATEGIES.get(name)
         given = cfg.strategy_configs.get(name, {})
         style = {"answer_style": ds.answer_style} if "answer_style" in cls.Config.model_fields else {}
-        clock = {"deadline_s": None} if cfg.deterministic else {}  # a deadline depends on the machine's load
-        out[name] = {**style, **clock, **given}
+        out[name] = {**style, **_clock(cfg, cls.Config.model_fields["deadline_s"].default), **given}
     return out
+
+
+def _clock(cfg: EvalConfig, deadline_s: float | None) -> dict[str, float | None]:
+    """A strategy's deadline is wall-clock time for one question on a machine of its
+    own. With N questions in flight on one local model, each gets about 1/N of the
+    machine, so it gets N times the wall clock: with the default 4 in flight, KAIR and
+    RopMura questions that needed under 4 minutes of the machine ran past 900 s and were
+    cut (8 of 30 and 4 of 17 held-out questions). Calls and tokens still bound a runaway.
+    `--deterministic` has no deadline (a stop that depends on the machine's load)."""
+    if cfg.deterministic:
+        return {"deadline_s": None}
+    return {"deadline_s": deadline_s * cfg.concurrency} if deadline_s else {}
 
 
 def _example(q: Question, answer: Answer, doc_collections: dict[str, str] | None = None) -> EvalExample:
