@@ -89,6 +89,64 @@ def test_support_check_needs_most_of_a_facts_words_in_its_passage():
     assert not supported("", DOCS[1][2])  # no content words: nothing supported
 
 
+def test_support_is_judged_on_what_a_fact_adds_to_the_question():
+    """A bridge fact joins the question's words to one passage's answer; the passage need
+    not have the question's words. A fact that only restates the question is no fact."""
+    holt = DOCS[1][2]
+    assert supported("The author of Salt Winter was raised in Brekke", holt, QUESTION)
+    assert not supported("The author of Salt Winter was raised in Brekke", holt)  # without the question: 1 of 5 words
+    assert not supported("The author of Salt Winter was raised on the Moon", holt, QUESTION)
+    assert not supported("The author of Salt Winter was raised", holt, QUESTION)  # nothing added
+
+
+def test_a_fact_that_answers_a_gap_closes_it_though_the_update_named_none(retriever):
+    """The 1.5B states the answer as a fact and leaves its gap open ("closed": []); the
+    gap a new fact restates with something added closes, and a run whose every gap is
+    answered ends."""
+    where = "Where Maren Holt grew up"
+
+    def update(user):
+        p = numbered(user)
+        if "Maren Holt" in p:
+            facts = ["Maren Holt grew up in Brekke", "The author of Salt Winter was raised in Brekke"]
+            return {"facts": [{"text": t, "passage": p["Maren Holt"], "status": "new"} for t in facts], "closed": [], "new_gaps": []}
+        fact = {"text": "Salt Winter was written by Maren Holt", "passage": p["Salt Winter"], "status": "new"}
+        return {"facts": [fact], "closed": [], "new_gaps": [where]}
+
+    ans = run("kair", llm(update=update), retriever, {"max_steps": 6})
+    applied = steps(ans, "knowledge_applied")[1].outputs
+    assert applied["answered"] == sorted([QUESTION, where]) and applied["required"] == []
+    assert ans.usage["cycles"] == 2 and ans.answer == "Brekke"
+    ans = run("kair", llm(update=update), retriever, {"max_steps": 2, "close_answered": False})
+    assert steps(ans, "knowledge_applied")[1].outputs["required"] == [QUESTION, where]
+
+
+def test_a_passage_title_is_neither_a_fact_nor_a_gap(retriever):
+    """The 1.5B listed titles of the passages in front of it as facts ("Amri language")
+    and as gaps, which the planner then searched for."""
+
+    def update(user):
+        out, p = updater(user), numbered(user)
+        if "Maren Holt" not in p:
+            other = next(t for t in p if t != "Salt Winter")
+            out["facts"].append({"text": "Salt Winter", "passage": p["Salt Winter"], "status": "new"})
+            out["new_gaps"] = [other, GAP2]
+        return out
+
+    ans = run("kair", llm(update=update), retriever, {"max_steps": 1})
+    applied = steps(ans, "knowledge_applied")[0].outputs
+    assert applied["discarded_unsupported"] == ["Salt Winter"] and applied["required"] == [QUESTION, GAP2]
+
+
+def test_the_generator_reads_what_is_known_before_c(retriever):
+    for config, first in (({}, True), ({"known_first": False}, False)):
+        model = llm()
+        run("kair", model, retriever, config)
+        gen = next(c.messages[-1]["content"] for c in model.calls if c.output_model.__name__ == "AnswerOutput")
+        shown = "What is known" in gen and gen.index("Maren Holt grew up in Brekke") < gen.index(DOCS[0][2])
+        assert shown is first, config
+
+
 def test_two_hops_in_two_cycles_then_required_is_empty(retriever):
     model = llm()
     ans = run("kair", model, retriever, {"max_steps": 6})
@@ -282,7 +340,9 @@ def test_default_max_steps_allows_the_papers_average_of_about_five(retriever):
 def test_paper_mode_turns_every_addition_off(retriever):
     cfg = KAIRConfig(paper=True, support_check=True, memory=True, gap_as_query=True, agent_angles=True)  # paper wins
     assert cfg.additions() == [] and all(getattr(cfg, k) == v for k, v in PAPER_SETTINGS.items())
-    assert KAIRConfig().additions() == ["support_check", "memory", "gap_as_query", "agent_angles", "filter_chars", "update_chars"]
+    assert KAIRConfig().additions() == [
+        "support_check", "close_answered", "known_first", "memory", "gap_as_query", "agent_angles", "filter_chars", "update_chars"
+    ]  # fmt: skip
     assert (KAIRConfig().context_chars, KAIRConfig(paper=True).context_chars) == (3000, 6000)
     strat = make_strategy("kair_paper", llm(), retriever)
     assert isinstance(strat, KAIR) and strat.config.paper and strat.config.k == 10

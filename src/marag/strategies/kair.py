@@ -12,7 +12,8 @@ refined context C (passages, verbatim). One cycle:
 2. retrieval of the top `k` (the paper: BM25, top 10; ours: the run's retriever; `retrieval`);
 3. knowledge update: facts the new passages state, each checked against what is known
    (new / known / conflict: conflicts are discarded and recorded); the gaps the update
-   names close only when it added at least one new, supported fact; new gaps open;
+   names close only when it added at least one new, supported fact; new gaps open (not
+   the title of a passage just read);
 4. contextual filtering: the passages to keep, verbatim; when K changed, the passages
    already in C are filtered again with the new ones (C follows the knowledge).
 It repeats until Required is empty, the optional `moderator` scores C at or above
@@ -32,8 +33,10 @@ another in their order (they share the query history and the search memory), the
 extract in parallel; their updates are merged into the blackboard one after another,
 then one filter call updates C.
 
-Our additions (each off with `paper=true`, `kair_paper`): `support_check` (a fact must
-share most of its content words with the passage it cites), `memory` (a retrieval
+Our additions (each off with `paper=true`, `kair_paper`): `support_check` (what a fact
+adds to the question must be mostly in the passage it cites, and a passage's title alone
+is not a fact), `close_answered` (a gap also closes when a new fact restates it with the
+answer added), `known_first` (the generator reads K before C), `memory` (a retrieval
 returns only passages no earlier retrieval of the question returned), `gap_as_query`
 (when every candidate repeats an earlier query, the open gap itself is tried),
 `agent_angles` (competing agents are told their number and asked for their own angle),
@@ -42,7 +45,9 @@ returns only passages no earlier retrieval of the question returned), `gap_as_qu
 query, the open gaps and the question, within 300 characters); the paper's roles read
 each passage as the generator does.
 Needed in every mode, not additions: `doc_chars` and `context_chars` (prompts must fit
-the model's context), bounded strings in every output schema, each role's fallback.
+the model's context), bounded strings in every output schema, each role's fallback, and
+new gaps that are words (`is_gap`) and not the title of a passage just read (a search for
+a page the agent has).
 
 Usage adds `cycles` (steps to converge) and `cost_units` (see `Trace.totals`).
 """
@@ -85,6 +90,8 @@ from marag.trace import record_read, step
 PAPER_SETTINGS: dict[str, Any] = {
     **ANSWER_PAPER_SETTINGS,
     "support_check": False,
+    "close_answered": False,
+    "known_first": False,
     "memory": False,
     "gap_as_query": False,
     "agent_angles": False,
@@ -145,6 +152,13 @@ class KAIRConfig(PaperSwitch, AnsweringConfig):
     paper: bool = False  # only the paper's behaviour: PAPER_SETTINGS
     # -- our additions (module docstring) --
     support_check: bool = True
+    # a gap closes when a fact just learned restates it with something added (the answer):
+    # with the default model the update stated the answer as a fact and left the question
+    # open, so KAIR searched on, its C filled with junk, and the generator answered from
+    # that ("1981" with "... formed in 1993" known; HotpotQA report run)
+    close_answered: bool = True
+    # the generator reads the known facts before C (the paper's generator reads C only)
+    known_first: bool = True
     memory: bool = True
     gap_as_query: bool = True
     agent_angles: bool = True
@@ -153,12 +167,22 @@ class KAIRConfig(PaperSwitch, AnsweringConfig):
     generator: dict[str, Any] | None = Field(default=None, json_schema_extra=OPERATOR_ONLY)  # LLMConfig fields of the answering model (default: the strategy's)
 
 
-def supported(fact: str, passage: str, share: float = 0.6) -> bool:
-    """Most of the fact's content words occur in its passage (a cheap check that the
-    model did not invent it)."""
-    words = query_terms(fact)
+def supported(fact: str, passage: str, question: str = "", share: float = 0.75) -> bool:
+    """Nearly all of what the fact adds to the question (its content words the question
+    does not have) occurs in its passage: a cheap check that the model did not invent it. A
+    bridge fact joins the question's words to what one passage says ("... in the era of
+    Haymo of Faversham was Latin", from a page that never names Haymo); a fact that only
+    restates the question adds nothing and is not supported."""
+    words = query_terms(fact) - query_terms(question)
     text = query_terms(passage)
     return bool(words) and len(words & text) / len(words) >= share
+
+
+def answers(fact: str, gap: str, share: float = 0.8) -> bool:
+    """The fact restates the gap (most of its content words) and adds something: the
+    update found what the gap asked for, whether or not it said so."""
+    asked, said = query_terms(gap), query_terms(fact)
+    return bool(asked) and len(asked & said) / len(asked) >= share and bool(said - asked)
 
 
 def _norm(text: str) -> str:
@@ -216,6 +240,8 @@ class KAIR(Strategy):
         with grace():
             with step("generator", closed_book=closed_book) as s:
                 passages = [Passage(title=d.title, text=d.text) for d in docs]
+                if cfg.known_first and final.known and docs:
+                    passages.insert(0, Passage(title="What is known", text="\n".join(f.text for f in final.known)))
                 out = await Answerer(cfg.style())(self.generator, AnswerInput(question=question, passages=passages), cfg.temperature, cfg.seed)
                 s.outputs = {"answer": out.answer, "passages": [h.chunk_id for h in shown], "closed_book": closed_book}
         with step("budget") as s:
@@ -291,7 +317,7 @@ class KAIR(Strategy):
             known_before = len(board.known)
             progress = False
             for (query, hits), update in zip([f for f in found if f[1]], updates):
-                progress |= self._apply(board, snapshot.required, hits, update)
+                progress |= self._apply(question, board, snapshot.required, hits, update)
             hits = list({h.chunk_id: h for _, hs in found for h in hs}.values())
             if hits:
                 progress |= await self._refine(question, board, hits, 0, known_before)
@@ -311,7 +337,7 @@ class KAIR(Strategy):
             return False
         update = await self._extract(question, st, query, hits, i)
         known_before = len(st.known)
-        progress = self._apply(st, list(st.required), hits, update)
+        progress = self._apply(question, st, list(st.required), hits, update)
         progress |= await self._refine(question, st, hits, i, known_before)
         st.cycles += 1
         with step("state", by_agent=i) as s:
@@ -385,12 +411,14 @@ class KAIR(Strategy):
             self.llm, UpdateInput(question=question, known=st.known_lines(), required=st.required, passages=docs), temperature, seed
         )
 
-    def _apply(self, st: KnowledgeState, gaps_then: list[str], hits: list[Hit], update: Update) -> bool:
+    def _apply(self, question: str, st: KnowledgeState, gaps_then: list[str], hits: list[Hit], update: Update) -> bool:
         """Merge one knowledge update into a state; True if anything changed. `gaps_then`:
-        the open gaps the update's numbers refer to. The gaps it names close only when it
-        added a new, supported fact: an update whose every fact was rejected (or already
-        known) closes nothing."""
+        the open gaps the update's numbers refer to. The gaps it names (and, with
+        `close_answered`, those a new fact answers) close only when it added a new,
+        supported fact: an update whose every fact was rejected (or already known) closes
+        nothing."""
         known = {_norm(f.text) for f in st.known}
+        titles = {_norm(h.title) for h in hits}
         added, conflicts, unsupported = [], [], []
         for f in update.facts:
             if not 1 <= f.passage <= len(hits) or not f.text.strip():
@@ -400,23 +428,27 @@ class KAIR(Strategy):
                 conflicts.append(f.text)
             elif _norm(f.text) in known:
                 continue
-            elif self.config.support_check and not supported(f.text, f"{hit.title} {hit.text}"):
-                unsupported.append(f.text)
+            elif self.config.support_check and (_norm(f.text) in titles or not supported(f.text, f"{hit.title} {hit.text}", question)):
+                unsupported.append(f.text)  # invented, a restated question, or only a passage's title
             else:
                 st.known.append(Fact(text=f.text.strip(), source=hit.chunk_id))
                 known.add(_norm(f.text))
                 added.append(f.text)
         named = {gaps_then[n - 1] for n in update.closed if 1 <= n <= len(gaps_then)}
-        closed = named if added else set()
+        # `close_answered`: also the gaps a new fact restates with the answer added
+        answered = {g for g in gaps_then if any(answers(f, g) for f in added)} if self.config.close_answered else set()
+        closed = named | answered if added else set()
         before = list(st.required)
         st.required = [g for g in st.required if g not in closed]
         for gap in update.new_gaps:
             gap = " ".join(gap.split())
-            if is_gap(gap) and _norm(gap) not in known and repeated(gap, st.required) is None:
+            # not a passage just read: a title as a gap would search for a page we have
+            if is_gap(gap) and _norm(gap) not in known | titles and repeated(gap, st.required) is None:
                 st.required.append(gap)
         with step("knowledge_applied") as s:
             s.outputs = {"added": added, "discarded_conflicts": conflicts, "discarded_unsupported": unsupported,
-                         "closed": sorted(closed), "kept_open": sorted(named - closed), "required": list(st.required)}  # fmt: skip
+                         "closed": sorted(closed), "answered": sorted(answered - named), "kept_open": sorted(named - closed),
+                         "required": list(st.required)}  # fmt: skip
         return bool(added) or st.required != before
 
     async def _refine(self, question: str, st: KnowledgeState, hits: list[Hit], i: int, known_before: int) -> bool:
@@ -493,4 +525,4 @@ class KAIR(Strategy):
 register_variant(KAIR, "kair_2", "KAIR with 2 competing agents.", agents=2, calls=(10, 16))
 register_variant(KAIR, "kair_3", "KAIR with 3 competing agents.", agents=3, calls=(15, 24))
 register_variant(KAIR, "kair_collab", "KAIR with 3 collaborating agents on one blackboard.", agents=3, mode="collaboration")
-register_variant(KAIR, "kair_paper", "KAIR with only the paper's behaviour (paper=true: no support check, search memory, gap query, agent angles or shortened reading; BM25 top 10).", paper=True)
+register_variant(KAIR, "kair_paper", "KAIR with only the paper's behaviour (paper=true: no support check, closing of answered gaps, known facts for the generator, search memory, gap query, agent angles or shortened reading; BM25 top 10).", paper=True)
