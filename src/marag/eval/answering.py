@@ -148,7 +148,7 @@ def _clock(cfg: EvalConfig, deadline_s: float | None) -> dict[str, float | None]
     own. With N questions in flight on one local model, each gets about 1/N of the
     machine, so it gets N times the wall clock: with the default 4 in flight, KAIR and
     RopMura questions that needed under 4 minutes of the machine ran past 900 s and were
-    cut (8 of 30 and 4 of 17 held-out questions). Calls and tokens still bound a runaway.
+    cut (8 and 7 of 30 held-out questions). Calls and tokens still bound a runaway.
     `--deterministic` has no deadline (a stop that depends on the machine's load)."""
     if cfg.deterministic:
         return {"deadline_s": None}
