@@ -14,6 +14,7 @@ from marag.eval.rundir import read_results
 from marag.eval.runner import EvalConfig, run_eval
 from marag.index.store import IndexConfig
 from marag.llm import ScriptedLLM
+from marag.strategies.base import STRATEGIES
 
 
 def gold_answer_llm(ds, calls: list[str] | None = None, fail_on: str | None = None):
@@ -235,6 +236,16 @@ def test_the_deadline_grows_with_the_questions_in_flight(hotpot):
     assert deadline(concurrency=1)["vanilla_rag"]["deadline_s"] == 900.0
     assert deadline(concurrency=4, strategy_configs={"vanilla_rag": {"deadline_s": 60}})["vanilla_rag"]["deadline_s"] == 60
     assert deadline(concurrency=4, deterministic=True)["ginger"]["deadline_s"] is None
+    assert deadline(concurrency=0)["vanilla_rag"]["deadline_s"] == 900.0  # run one at a time, as the runner does
+
+
+def test_a_variants_own_deadline_is_the_one_scaled(hotpot, monkeypatch):
+    from marag.eval.answering import strategy_settings
+
+    k5 = STRATEGIES.get("vanilla_rag_k5")
+    monkeypatch.setattr(k5, "defaults", {**k5.defaults, "deadline_s": 100.0})
+    settings = strategy_settings(config(strategies=["vanilla_rag_k5"], concurrency=3), hotpot)
+    assert settings["vanilla_rag_k5"]["deadline_s"] == 300.0
 
 
 def test_each_dataset_sets_its_answer_style(data_dir, tmp_path):

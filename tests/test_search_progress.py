@@ -13,7 +13,7 @@ from judging import judge_page
 
 from marag.agents.mrag import AGENT_NAMES
 from marag.agents.queries import clean_query
-from marag.agents.search.memory import SearchMemory, overlap, query_terms
+from marag.agents.search.memory import SearchMemory, overlap, query_terms, repeated
 from marag.index.base import Hit
 from marag.llm import ScriptedLLM
 from marag.strategies.mrag import MRAG
@@ -67,6 +67,17 @@ def test_query_terms_and_overlap():
     assert query_terms("The Magazines of Arthur") == {"magazine", "arthur"}
     assert overlap(query_terms("Salt Winter author"), query_terms("author of salt winter?")) == 1.0
     assert overlap(query_terms("Salt Winter author"), query_terms("Maren Holt birthplace")) == 0.0
+
+
+def test_words_of_any_script_are_terms():
+    """An ASCII-only tokenizer gave every Russian or Japanese query no terms, so any two
+    of them "repeated" each other (two empty sets overlap fully) and RopMura's planner
+    stopped after one round."""
+    assert query_terms("Где выросла Марен Хольт?") == {"где", "выросла", "марен", "хольт"}
+    assert query_terms("Zoë Kravitz") == {"zoë", "kravitz"}
+    assert repeated("Кто написал «Солёную зиму»?", ["Где выросла Марен Хольт?"]) is None
+    assert repeated("東京の人口は?", ["大阪の人口は?"]) is None
+    assert repeated("Где выросла Марен Хольт?", ["где выросла марен хольт"]) is not None
 
 
 def test_memory_pages_past_what_was_read_and_rejects_repeats(retriever):

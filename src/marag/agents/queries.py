@@ -8,7 +8,7 @@ import re
 from urllib.parse import unquote_plus
 
 from marag.agents.layout import clip
-from marag.agents.search.memory import query_terms
+from marag.agents.search.memory import query_terms, words
 
 QUERY_MAX_CHARS = 120
 
@@ -72,7 +72,7 @@ _GENERIC = frozenset(
 
 
 def content_words(text: str) -> set[str]:
-    return {w for w in re.findall(r"[a-z0-9]+", text.lower()) if len(w) >= 3 and w not in _STOP}
+    return {w for w in words(text) if len(w) >= 3 and w not in _STOP}
 
 
 def topic_words(text: str) -> set[str]:

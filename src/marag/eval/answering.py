@@ -139,20 +139,21 @@ def strategy_settings(cfg: EvalConfig, ds: Dataset) -> dict[str, dict[str, Any]]
         cls = STRATEGIES.get(name)
         given = cfg.strategy_configs.get(name, {})
         style = {"answer_style": ds.answer_style} if "answer_style" in cls.Config.model_fields else {}
-        out[name] = {**style, **_clock(cfg, cls.Config.model_fields["deadline_s"].default), **given}
+        deadline = cls.defaults.get("deadline_s", cls.Config.model_fields["deadline_s"].default)  # a variant may set its own
+        out[name] = {**style, **_clock(cfg, deadline), **given}
     return out
 
 
 def _clock(cfg: EvalConfig, deadline_s: float | None) -> dict[str, float | None]:
     """A strategy's deadline is wall-clock time for one question on a machine of its
     own. With N questions in flight on one local model, each gets about 1/N of the
-    machine, so it gets N times the wall clock: with the default 4 in flight, KAIR and
-    RopMura questions that needed under 4 minutes of the machine ran past 900 s and were
-    cut (8 and 7 of 30 held-out questions). Calls and tokens still bound a runaway.
+    machine, so it gets N times the wall clock: with the default 4 in flight and 900 s,
+    KAIR and RopMura cut 8 and 7 of 30 held-out questions, each of which had had about
+    225 s of the machine. Calls and tokens still bound a runaway.
     `--deterministic` has no deadline (a stop that depends on the machine's load)."""
     if cfg.deterministic:
         return {"deadline_s": None}
-    return {"deadline_s": deadline_s * cfg.concurrency} if deadline_s else {}
+    return {"deadline_s": deadline_s * max(1, cfg.concurrency)} if deadline_s else {}
 
 
 def _example(q: Question, answer: Answer, doc_collections: dict[str, str] | None = None) -> EvalExample:

@@ -19,8 +19,9 @@ refined context C (passages, verbatim). One cycle:
 It repeats until Required is empty, the optional `moderator` scores C at or above
 `moderator_threshold`, a cycle cannot find a non-redundant query, or `max_steps` cycles
 ran. The generator reads C packed into `context_chars` characters, passages that
-support a known fact first; an empty C leaves it to answer closed-book, which the
-trace's generator step and the answer's details record (`closed_book`).
+support a known fact first (with `known_first`, the known facts before them, outside
+that limit); with nothing to read it answers closed-book, which the trace's generator
+step and the answer's details record (`closed_book`).
 
 Several agents (`agents > 1`): in `competition` (the paper's Eq. 6) every agent runs a
 cycle on its own state each round (agents after the first sample at
@@ -33,10 +34,10 @@ another in their order (they share the query history and the search memory), the
 extract in parallel; their updates are merged into the blackboard one after another,
 then one filter call updates C.
 
-Our additions (each off with `paper=true`, `kair_paper`): `support_check` (what a fact
-adds to the question must be mostly in the passage it cites, and a passage's title alone
-is not a fact), `close_answered` (a gap also closes when a new fact restates it with the
-answer added), `known_first` (the generator reads K before C), `memory` (a retrieval
+Our additions (each off with `paper=true`, `kair_paper`): `support_check` (at least 75%
+of what a fact adds to the question must be in the passage it cites, and a passage's
+title alone is not a fact), `close_answered` (a gap also closes when a new fact restates
+it with the answer added, and does not reopen in the same update), `known_first` (the generator reads K before C), `memory` (a retrieval
 returns only passages no earlier retrieval of the question returned), `gap_as_query`
 (when every candidate repeats an earlier query, the open gap itself is tried),
 `agent_angles` (competing agents are told their number and asked for their own angle),
@@ -78,7 +79,7 @@ from marag.agents.kair import (
 )
 from marag.agents.layout import clip
 from marag.agents.queries import clean_query
-from marag.agents.search.memory import SearchMemory, overlap, query_terms, repeated
+from marag.agents.search.memory import SearchMemory, overlap, query_terms, repeated, words
 from marag.index.base import Hit
 from marag.llm.base import LLM
 from marag.llm.budget import budget_spent, grace
@@ -178,15 +179,27 @@ def supported(fact: str, passage: str, question: str = "", share: float = 0.75) 
     return bool(words) and len(words & text) / len(words) >= share
 
 
+# A "fact" that says the answer is not there ("It is unknown where she grew up") restates
+# the gap and adds a word, yet answers nothing.
+_NO_ANSWER = re.compile(
+    r"\b(?:unknown|unclear|no information|not (?:known|clear|mentioned|stated|given|specified|provided)"
+    r"|(?:does|do|did) not (?:say|mention|state|specify))\b",
+    re.IGNORECASE,
+)
+
+
 def answers(fact: str, gap: str, share: float = 0.8) -> bool:
     """The fact restates the gap (most of its content words) and adds something: the
-    update found what the gap asked for, whether or not it said so."""
+    update found what the gap asked for, whether or not it said so. A fact saying the
+    answer is not known answers nothing."""
     asked, said = query_terms(gap), query_terms(fact)
-    return bool(asked) and len(asked & said) / len(asked) >= share and bool(said - asked)
+    if not asked or _NO_ANSWER.search(fact):
+        return False
+    return len(asked & said) / len(asked) >= share and bool(said - asked)
 
 
 def _norm(text: str) -> str:
-    return " ".join(re.findall(r"[a-z0-9]+", text.lower()))
+    return " ".join(words(text))
 
 
 def is_gap(text: str) -> bool:
@@ -236,12 +249,12 @@ class KAIR(Strategy):
             final = await self._compete(question)
         pairs = packed(self.ranked(final), cfg.context_chars)
         shown, docs = [h for h, _ in pairs], [d for _, d in pairs]
-        closed_book = not docs  # an empty C: the answerer's own-knowledge prompt
+        passages = [Passage(title=d.title, text=d.text) for d in docs]
+        if cfg.known_first and final.known:  # also when C is empty: K is what was found
+            passages.insert(0, Passage(title="What is known", text="\n".join(f.text for f in final.known)))
+        closed_book = not passages  # nothing read: the answerer's own-knowledge prompt
         with grace():
             with step("generator", closed_book=closed_book) as s:
-                passages = [Passage(title=d.title, text=d.text) for d in docs]
-                if cfg.known_first and final.known and docs:
-                    passages.insert(0, Passage(title="What is known", text="\n".join(f.text for f in final.known)))
                 out = await Answerer(cfg.style())(self.generator, AnswerInput(question=question, passages=passages), cfg.temperature, cfg.seed)
                 s.outputs = {"answer": out.answer, "passages": [h.chunk_id for h in shown], "closed_book": closed_book}
         with step("budget") as s:
@@ -418,7 +431,8 @@ class KAIR(Strategy):
         supported fact: an update whose every fact was rejected (or already known) closes
         nothing."""
         known = {_norm(f.text) for f in st.known}
-        titles = {_norm(h.title) for h in hits}
+        # the passages' titles by content words: "The Amri language" is the title "Amri language"
+        titles = {t for h in hits if (t := query_terms(h.title))}
         added, conflicts, unsupported = [], [], []
         for f in update.facts:
             if not 1 <= f.passage <= len(hits) or not f.text.strip():
@@ -428,7 +442,7 @@ class KAIR(Strategy):
                 conflicts.append(f.text)
             elif _norm(f.text) in known:
                 continue
-            elif self.config.support_check and (_norm(f.text) in titles or not supported(f.text, f"{hit.title} {hit.text}", question)):
+            elif self.config.support_check and (query_terms(f.text) in titles or not supported(f.text, f"{hit.title} {hit.text}", question)):
                 unsupported.append(f.text)  # invented, a restated question, or only a passage's title
             else:
                 st.known.append(Fact(text=f.text.strip(), source=hit.chunk_id))
@@ -442,8 +456,10 @@ class KAIR(Strategy):
         st.required = [g for g in st.required if g not in closed]
         for gap in update.new_gaps:
             gap = " ".join(gap.split())
-            # not a passage just read: a title as a gap would search for a page we have
-            if is_gap(gap) and _norm(gap) not in known | titles and repeated(gap, st.required) is None:
+            # not a passage just read (a title as a gap would search for a page we have), nor
+            # a gap this update closed (the model that left it open tends to list it again)
+            if (is_gap(gap) and _norm(gap) not in known and query_terms(gap) not in titles
+                    and repeated(gap, [*st.required, *closed]) is None):  # fmt: skip
                 st.required.append(gap)
         with step("knowledge_applied") as s:
             s.outputs = {"added": added, "discarded_conflicts": conflicts, "discarded_unsupported": unsupported,

@@ -45,7 +45,6 @@ as retrieved).
 from __future__ import annotations
 
 import asyncio
-import re
 from typing import Any, ClassVar, Literal
 
 from pydantic import Field, field_validator
@@ -69,7 +68,7 @@ from marag.agents.unirag import (
     SourcesAnswer,
     render_memory,
 )
-from marag.agents.search.memory import SearchMemory
+from marag.agents.search.memory import SearchMemory, words
 from marag.index.base import Hit
 from marag.index.links import title_links
 from marag.index.traced import hit_of
@@ -154,7 +153,7 @@ class UniRAGConfig(PaperSwitch, AnsweringConfig):
 
 
 def _words(text: str) -> str:
-    return " ".join(re.findall(r"[a-z0-9]+", text.lower()))
+    return " ".join(words(text))
 
 
 @STRATEGIES.register("unirag")

@@ -14,8 +14,9 @@ each query issued and each chunk already returned, and:
 With `unseen_only=False` (the mRAG paper's searcher) pages are plain offsets into the
 ranking and re-reading is allowed; the memory still counts what was read.
 
-Queries are compared by content words: lower-cased, punctuation and common function
-words dropped, a final "s" stripped ("magazines" = "magazine").
+Queries are compared by content words: words of any script (`words`), case-folded,
+punctuation and common function words dropped, a final "s" stripped ("magazines" =
+"magazine").
 """
 
 from __future__ import annotations
@@ -36,10 +37,19 @@ _STOP = frozenset(
 )
 
 
+_WORD = re.compile(r"[^\W_]+")  # letters and digits of any script: "Zoë", "Москва", "東京"
+
+
+def words(text: str) -> list[str]:
+    """The case-folded words of a text, in order. Not ASCII-only: a question in Russian
+    or with an accented name must not come out empty, or every two of them would look
+    alike (two empty term sets overlap fully)."""
+    return _WORD.findall(text.casefold())
+
+
 def query_terms(text: str) -> frozenset[str]:
     """Content words of a query, for telling repeats apart."""
-    words = re.findall(r"[a-z0-9]+", text.lower())
-    return frozenset(w[:-1] if len(w) > 3 and w.endswith("s") and not w.endswith("ss") else w for w in words if w not in _STOP)
+    return frozenset(w[:-1] if len(w) > 3 and w.endswith("s") and not w.endswith("ss") else w for w in words(text) if w not in _STOP)
 
 
 def overlap(a: frozenset[str], b: frozenset[str]) -> float:
