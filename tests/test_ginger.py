@@ -12,7 +12,7 @@ import re
 import numpy as np
 import pytest
 
-from marag.agents.ginger import concatenated_query, search_strings, spans
+from marag.agents.ginger import concatenated_query, picked, search_strings, spans
 from marag.agents.search import facets as facets_module
 from marag.agents.search.facets import (
     BERTOPIC_INSTALL,
@@ -96,6 +96,12 @@ def tagger(user: str) -> dict:
     return {"tagged": passage}
 
 
+def picker(user: str) -> dict:
+    """Names the sentences about programming, as the sentence protocol asks."""
+    lines = re.findall(r"^(\d+)\. (.*)$", user.split("Passage sentences:", 1)[1], re.M)
+    return {"sentences": [int(n) for n, text in lines if any(w in text for w in ("Analytical Engine", "compiler", "COBOL"))]}
+
+
 def prefers_hopper(user: str) -> dict:
     """A consistent judge: the passage (or group) that mentions Grace Hopper, in either position."""
     a, b = shown(user)
@@ -115,6 +121,7 @@ def scripted(**over):
         "Rewrites": lambda u: {"rewrites": ["Ada Lovelace first program", "Grace Hopper compiler", "COBOL history"]},
         "Preference": prefers_hopper,
         "Tagged": tagger,
+        "Picked": picker,
         "FacetSentence": lambda u: {"sentence": "Summary of: " + "; ".join(re.findall(r"^- (.*)$", u, re.M))},
         "Fluent": lambda u: {"sentences": [f"Fluent sentence {i}." for i in range(1, len(re.findall(r"^\d+\. ", u, re.M)) + 1)]},
         "AnswerOutput": lambda u: {"answer": "Grace Hopper"},
@@ -159,7 +166,7 @@ def test_an_altered_copy_is_rejected_then_retried(index):
             return {"tagged": "Something else <n>entirely</n>."}
         return tagger(user)
 
-    ans = run("ginger_no_rewrite", scripted(Tagged=sloppy), index, {"m": 2, "pairwise": False})
+    ans = run("ginger_no_rewrite", scripted(Tagged=sloppy), index, {"m": 2, "pairwise": False, "nuggets": "tags"})
     checks = steps_of(ans, "nugget_check")
     assert sorted(c.status for c in checks) == ["ok", "ok", "refused", "refused"]  # each passage: rejected, then accepted
     assert calls["n"] == 4
@@ -212,20 +219,43 @@ def test_a_long_answer_keeps_within_answer_max_chars(index):
 
 def test_an_empty_answer_has_no_sources(index):
     untagged = lambda u: {"tagged": re.search(r"^Passage: (.*)$", u, re.M).group(1)}
-    ans = run("ginger", scripted(Tagged=untagged), index, {"k": 4, "m": 3, "nugget_fallback": False})
+    ans = run("ginger", scripted(Picked=lambda u: {"sentences": []}), index, {"k": 4, "m": 3, "nugget_fallback": False})
     assert ans.answer == "" and ans.sources == []
 
 
 def test_no_verified_nugget_falls_back_to_each_passages_closest_sentence(index):
     untagged = lambda u: {"tagged": re.search(r"^Passage: (.*)$", u, re.M).group(1)}
-    ans = run("ginger", scripted(Tagged=untagged), index, {"k": 4, "m": 3})
+    ans = run("ginger", scripted(Tagged=untagged), index, {"k": 4, "m": 3, "nuggets": "tags"})
     fallback = steps_of(ans, "nugget_fallback")
     assert len(fallback) == 1 and len(fallback[0].outputs["nuggets"]) == 3
     assert ans.answer.strip() and ans.details["sentences"]
     sources = {s.chunk_id for s in ans.sources}
     assert sources and sources <= {c for s in ans.details["sentences"] for c in s["passages"]}
-    off = run("ginger", scripted(Tagged=untagged), index, {"k": 4, "m": 3, "nugget_fallback": False})
+    off = run("ginger", scripted(Tagged=untagged), index, {"k": 4, "m": 3, "nugget_fallback": False, "nuggets": "tags"})
     assert off.answer == "" and not steps_of(off, "nugget_fallback")
+
+
+def test_nuggets_are_the_sentences_the_model_names_by_number(index):
+    """The default protocol: numbered sentences, the model names the helpful ones; numbers
+    out of range or repeated are dropped, nothing is copied, one call a passage."""
+    model = scripted(Picked=lambda u: {"sentences": [2, 9, 1, 2]})
+    ans = run("ginger", model, index, {"k": 4, "m": 3})
+    checks = steps_of(ans, "nugget_check")
+    assert len(checks) == 3 and all(c.status == "ok" for c in checks)
+    prompts = [x.messages[-1]["content"] for x in model.calls if x.output_model.__name__ == "Picked"]
+    expected = []
+    for prompt in prompts:
+        lines = dict(re.findall(r"^(\d+)\. (.*)$", prompt.split("Passage sentences:", 1)[1], re.M))
+        expected.append([lines[n] for n in ("1", "2") if n in lines])  # passage order, each once
+    assert len(prompts) == 3 and sorted(c.outputs["spans"] for c in checks) == sorted(expected)
+    assert not any(x.output_model.__name__ == "Tagged" for x in model.calls)
+    assert not steps_of(ans, "nugget_fallback") and ans.answer
+
+
+def test_picked_sentences():
+    s = ["One.", "Two  words.", "Three."]
+    assert picked(s, [3, 1, 3, 0, 7]) == ["One.", "Three."]
+    assert picked(s, []) == [] and picked([], [1]) == []
 
 
 # -- pairwise reranking ------------------------------------------------------------------------
@@ -393,7 +423,7 @@ def test_facets_ranked_pairwise_in_both_orders(index):
     assert n >= 3 and not any("COBOL" in t for t in by_similarity[0])  # similarity did not put COBOL first
     assert ranked["comparisons"] == n * (n - 1) == len(groups) and all((b, a) in groups for a, b in groups)
     assert any("COBOL" in t for t in ranked["clusters"][0])
-    assert "COBOL" in steps_of(ans, "summarizer")[0].inputs["nuggets"]  # the first sentence is about it
+    assert any("COBOL" in t for t in steps_of(ans, "summarizer")[0].inputs["nuggets"])  # the first sentence is about it
     assert ans.usage["facet_comparisons"] == n * (n - 1)
 
 
@@ -418,13 +448,13 @@ def test_outliers_become_facets_of_their_own():
 
 # -- the paper switch ------------------------------------------------------------------------------
 
-OURS = ["separate_searches", "pointwise", "pairwise_scheme", "cluster_ranking", "clusterer", "nugget_fallback", "concise_answer", "passage_chars"]
+OURS = ["separate_searches", "pointwise", "pairwise_scheme", "cluster_ranking", "clusterer", "nuggets", "nugget_fallback", "concise_answer", "passage_chars"]
 
 
 def test_paper_mode_turns_every_addition_off(index):
     assert GingerConfig().additions() == OURS
     on = {"separate_searches": True, "pointwise": "embedding", "pairwise_scheme": "bubble", "cluster_ranking": "cosine",
-          "clusterer": "agglomerative", "nugget_fallback": True, "concise_answer": True, "passage_chars": 600}  # fmt: skip
+          "clusterer": "agglomerative", "nuggets": "sentences", "nugget_fallback": True, "concise_answer": True, "passage_chars": 600}  # fmt: skip
     assert set(on) == set(OURS)
     cfg = GingerConfig(paper=True, **on)  # paper wins
     assert cfg.additions() == []
@@ -467,5 +497,5 @@ def test_paper_mode_has_no_fallback_and_reads_whole_passages(index):
 
     for name, longest in (("ginger_paper", lambda n: n > 600), ("ginger", lambda n: n <= 600)):
         seen.clear()
-        ans = run(name, scripted(Tagged=recording), index, {"k": 4, "m": 4})
+        ans = run(name, scripted(Tagged=recording), index, {"k": 4, "m": 4, "nuggets": "tags"})
         assert ans.answer and longest(max(map(len, seen)))

@@ -3,7 +3,7 @@ pairwise reranking judges (passages and facets), nugget detection with verified 
 per-facet summaries, a fluency rewrite, and (ours) a concise answer for short answer
 styles. Prompts are ours."""
 
-from marag.agents.ginger.nuggets import NuggetDetector, Tagged, TagInput, spans
+from marag.agents.ginger.nuggets import NuggetDetector, NuggetPicker, Picked, PickInput, Tagged, TagInput, picked, spans
 from marag.agents.ginger.rerank import (
     FacetPairInput,
     FacetPairwiseJudge,
@@ -49,6 +49,9 @@ __all__ = [
     "FluencyRewriter",
     "Fluent",
     "NuggetDetector",
+    "NuggetPicker",
+    "PickInput",
+    "Picked",
     "PairInput",
     "PairwiseJudge",
     "PointInput",
@@ -62,6 +65,7 @@ __all__ = [
     "TagInput",
     "Tagged",
     "concatenated_query",
+    "picked",
     "search_strings",
     "spans",
 ]
