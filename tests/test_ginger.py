@@ -139,7 +139,7 @@ def steps_of(ans, agent):
 
 
 def test_a_full_run_keeps_attribution_through_the_fluency_step(index):
-    ans = run("ginger", scripted(), index, {"k": 6, "m": 4})
+    ans = run("ginger", scripted(), index, {"k": 6, "m": 4, "pairwise": True})
     steps = {s.agent: s for s in ans.trace.steps}
     assert steps["rewriter.search_strings"].outputs["search_strings"][1] == f"Ada Lovelace first program {Q}"
     assert steps["rerank"].outputs["pairwise_comparisons"] == 10  # 2 (k - 1): each neighbouring pair in both orders
@@ -218,7 +218,6 @@ def test_a_long_answer_keeps_within_answer_max_chars(index):
 
 
 def test_an_empty_answer_has_no_sources(index):
-    untagged = lambda u: {"tagged": re.search(r"^Passage: (.*)$", u, re.M).group(1)}
     ans = run("ginger", scripted(Picked=lambda u: {"sentences": []}), index, {"k": 4, "m": 3, "nugget_fallback": False})
     assert ans.answer == "" and ans.sources == []
 
@@ -269,13 +268,13 @@ def test_pairwise_asks_both_orders_so_a_position_bias_cancels(index):
         return {"better": "B"}
 
     pointwise = steps_of(run("ginger", scripted(), index, {"k": 6, "m": 6, "pairwise": False}), "rerank")[0].outputs["top"]
-    ans = run("ginger", scripted(Preference=always_b), index, {"k": 6, "m": 6})
+    ans = run("ginger", scripted(Preference=always_b), index, {"k": 6, "m": 6, "pairwise": True})
     rerank = steps_of(ans, "rerank")[0].outputs
     assert rerank["top"] == pointwise  # a judge that always says "B" moves nothing
     assert len(asked) == rerank["pairwise_comparisons"] == 10
     assert all((b, a) in asked for a, b in asked)  # every pair in both orders
     # a consistent judge does move a passage: Grace Hopper's page rises to the top
-    moved = steps_of(run("ginger", scripted(), index, {"k": 6, "m": 6}), "rerank")[0].outputs
+    moved = steps_of(run("ginger", scripted(), index, {"k": 6, "m": 6, "pairwise": True}), "rerank")[0].outputs
     assert moved["top"][0] == HOPPER and HOPPER in pointwise[1:6]
 
 
@@ -304,7 +303,7 @@ def test_the_papers_all_pairs_scheme_is_bounded_and_reported(index):
         asked.append(user)
         return prefers_hopper(user)
 
-    ans = run("ginger", scripted(Preference=judge), index, {"k": 8, "m": 8, "pairwise_scheme": "all_pairs", "pairwise_max_calls": 30})
+    ans = run("ginger", scripted(Preference=judge), index, {"k": 8, "m": 8, "pairwise": True, "pairwise_scheme": "all_pairs", "pairwise_max_calls": 30})
     rerank = steps_of(ans, "rerank")[0].outputs
     assert rerank["pairwise_depth"] == 6 and rerank["pairwise_comparisons"] == 30 == len(asked)  # 6 * 5 <= 30 < 7 * 6
     assert ans.usage["pairwise_comparisons"] == 30
@@ -448,12 +447,12 @@ def test_outliers_become_facets_of_their_own():
 
 # -- the paper switch ------------------------------------------------------------------------------
 
-OURS = ["separate_searches", "pointwise", "pairwise_scheme", "cluster_ranking", "clusterer", "nuggets", "nugget_fallback", "concise_answer", "passage_chars"]
+OURS = ["separate_searches", "pointwise", "pairwise", "pairwise_scheme", "cluster_ranking", "clusterer", "nuggets", "nugget_fallback", "concise_answer", "passage_chars"]
 
 
 def test_paper_mode_turns_every_addition_off(index):
     assert GingerConfig().additions() == OURS
-    on = {"separate_searches": True, "pointwise": "embedding", "pairwise_scheme": "bubble", "cluster_ranking": "cosine",
+    on = {"separate_searches": True, "pointwise": "embedding", "pairwise": False, "pairwise_scheme": "bubble", "cluster_ranking": "cosine",
           "clusterer": "agglomerative", "nuggets": "sentences", "nugget_fallback": True, "concise_answer": True, "passage_chars": 600}  # fmt: skip
     assert set(on) == set(OURS)
     cfg = GingerConfig(paper=True, **on)  # paper wins
