@@ -48,8 +48,9 @@ behaviour (PAPER_SETTINGS); every deviation of ours is a named field it turns of
    style's characters; the paper's length rule alone keeps the top facet's sentence,
    cut to fit.
 
-Our additions (each off with `paper=true`): `pairwise=false`, `nuggets=sentences`, `separate_searches`, `pointwise=embedding`,
-`k=20` (the paper's 40), `pairwise_scheme=bubble`, `cluster_ranking=cosine`,
+Our additions (each off with `paper=true`): `pairwise=false`, `nuggets=sentences`,
+`separate_searches`, `pointwise=embedding`, `k=20` (the paper's 40),
+`pairwise_scheme=bubble`, `cluster_ranking=cosine`,
 `clusterer=agglomerative`, `nugget_fallback`, `concise_answer`, and passages clipped to
 `passage_chars` (600) in every prompt (the paper passes whole passages; in paper mode
 they are clipped only at 3,000 characters, the longest setting). Paper mode uses the
@@ -90,8 +91,8 @@ from marag.agents.ginger import (
     NuggetPicker,
     PairInput,
     PairwiseJudge,
-    PointInput,
     PickInput,
+    PointInput,
     PointwiseJudge,
     ProvisionalAnswer,
     RewriteInput,

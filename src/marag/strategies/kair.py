@@ -37,8 +37,9 @@ then one filter call updates C.
 Our additions (each off with `paper=true`, `kair_paper`): `support_check` (at least 75%
 of what a fact adds to the question must be in the passage it cites, and a passage's
 title alone is not a fact), `close_answered` (a gap also closes when a new fact restates
-it with the answer added, and does not reopen in the same update), `known_first` (the generator reads K before C), `memory` (a retrieval
-returns only passages no earlier retrieval of the question returned), `gap_as_query`
+it with the answer added, and does not reopen in the same update), `known_first` (the
+generator reads K before C), `memory` (a retrieval returns only passages no earlier
+retrieval of the question returned), `gap_as_query`
 (when every candidate repeats an earlier query, the open gap itself is tried),
 `agent_angles` (competing agents are told their number and asked for their own angle),
 `filter_chars` (the contextual filter reads each passage's first 250 characters) and
