@@ -41,6 +41,13 @@ def doc_from_hit(hit: Hit, chars: int | None, found_for: str = "", about: str = 
 SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 
 
+def sentences(text: str, min_words: int = 1) -> list[str]:
+    """The sentences of `text` (split after ".", "!" or "?" followed by space), stripped,
+    in order, keeping those of at least `min_words` words. Every role that shows or
+    scores a passage sentence by sentence splits it with this one rule."""
+    return [x for x in (part.strip() for part in SENTENCE_END.split(text)) if len(x.split()) >= min_words]
+
+
 def excerpt(text: str, about: str, chars: int) -> str:
     """At most `chars` characters of `text` for a reader looking for `about` (a query and
     its question): the first sentence, which says what the document is, then the
@@ -52,21 +59,21 @@ def excerpt(text: str, about: str, chars: int) -> str:
     flat = " ".join(text.split())
     if len(flat) <= chars:
         return flat
-    sentences = SENTENCE_END.split(flat)
+    pieces = SENTENCE_END.split(flat)
     terms = query_terms(about)
-    shared = [len(query_terms(x) & terms) for x in sentences]
-    chosen, used = {0}, len(sentences[0]) + 2  # (room for a closing " …")
-    for i in sorted(range(1, len(sentences)), key=lambda i: (-shared[i], i)):
-        if used + 3 + len(sentences[i]) <= chars:
+    shared = [len(query_terms(x) & terms) for x in pieces]
+    chosen, used = {0}, len(pieces[0]) + 2  # (room for a closing " …")
+    for i in sorted(range(1, len(pieces)), key=lambda i: (-shared[i], i)):
+        if used + 3 + len(pieces[i]) <= chars:
             chosen.add(i)
-            used += 3 + len(sentences[i])
+            used += 3 + len(pieces[i])
     parts, last = [], -1
     for i in sorted(chosen):
         if parts and i != last + 1:
             parts.append("…")
-        parts.append(sentences[i])
+        parts.append(pieces[i])
         last = i
-    if last < len(sentences) - 1:
+    if last < len(pieces) - 1:
         parts.append("…")
     return clip(" ".join(parts), chars)
 

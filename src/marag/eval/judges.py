@@ -21,12 +21,12 @@ from __future__ import annotations
 
 import copy
 import math
-import re
 from typing import Annotated, ClassVar, Literal, TypeVar
 
 from pydantic import BaseModel, Field
 
 from marag.agents.base import Agent, narrowed
+from marag.agents.documents import sentences
 from marag.agents.layout import laid_out, numbered_lines, numbered_passages
 from marag.errors import StructuredOutputError
 from marag.llm.base import LLM, Message
@@ -50,15 +50,11 @@ def _clip(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 3].rstrip() + "..."
 
 
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
-
-
 def split_aspects(text: str, limit: int = MAX_ASPECTS) -> list[str]:
     """Deterministic stand-in for aspect extraction: the text's sentences (at most
     `limit`, each clipped to ASPECT_MAX_CHARS); the whole text when it has no
     sentence breaks."""
-    parts = [s.strip() for s in _SENTENCE_END.split(" ".join(text.split()))]
-    return [_clip(s, ASPECT_MAX_CHARS) for s in parts if s][:limit]
+    return [_clip(s, ASPECT_MAX_CHARS) for s in sentences(" ".join(text.split()))][:limit]
 
 
 # Judge prompts are laid out as every agent's (agents/layout.py), one part per line

@@ -76,7 +76,8 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 from pydantic import Field
 
-from marag.agents.documents import SENTENCE_END, doc_from_hit
+from marag.agents.documents import doc_from_hit
+from marag.agents.documents import sentences as sentences_of
 from marag.agents.ginger import (
     ConciseAnswerer,
     ConciseInput,
@@ -325,7 +326,7 @@ class Ginger(Strategy):
             embedder = self.index.retriever("dense").embedder
             picked = []
             for h in top:
-                sentences = [x for x in SENTENCE_END.split(self._text(h)) if len(x.split()) >= 4] or [self._text(h)]
+                sentences = sentences_of(self._text(h), min_words=4) or [self._text(h)]
                 scores = similarity_to(embedder, question, embedder.embed(sentences))
                 picked.append((sentences[int(np.argmax(scores))].strip(), h.chunk_id))  # ties: the earlier sentence
             s.outputs = {"nuggets": [t for t, _ in picked]}
@@ -334,7 +335,7 @@ class Ginger(Strategy):
     async def _detect(self, question: str, hit: Hit) -> list[str]:
         passage = self._text(hit)
         if self.config.nuggets == "sentences":
-            sentences = [x.strip() for x in SENTENCE_END.split(passage) if x.strip()]
+            sentences = sentences_of(passage)
             out = await self._call(NuggetPicker(), PickInput(question=question, sentences=sentences))
             with step("nugget_check", chunk_id=hit.chunk_id) as s:
                 got = picked(sentences, out.sentences)

@@ -80,7 +80,7 @@ from marag.agents.kair import (
 )
 from marag.agents.layout import clip
 from marag.agents.queries import clean_query
-from marag.agents.search.memory import SearchMemory, overlap, query_terms, repeated, words
+from marag.agents.search.memory import SearchMemory, flattened, overlap, query_terms, repeated
 from marag.index.base import Hit
 from marag.llm.base import LLM
 from marag.llm.budget import budget_spent, grace
@@ -197,10 +197,6 @@ def answers(fact: str, gap: str, share: float = 0.8) -> bool:
     if not asked or _NO_ANSWER.search(fact):
         return False
     return len(asked & said) / len(asked) >= share and bool(said - asked)
-
-
-def _norm(text: str) -> str:
-    return " ".join(words(text))
 
 
 def is_gap(text: str) -> bool:
@@ -431,7 +427,7 @@ class KAIR(Strategy):
         `close_answered`, those a new fact answers) close only when it added a new,
         supported fact: an update whose every fact was rejected (or already known) closes
         nothing."""
-        known = {_norm(f.text) for f in st.known}
+        known = {flattened(f.text) for f in st.known}
         # the passages' titles by content words: "The Amri language" is the title "Amri language"
         titles = {t for h in hits if (t := query_terms(h.title))}
         added, conflicts, unsupported = [], [], []
@@ -441,13 +437,13 @@ class KAIR(Strategy):
             hit = hits[f.passage - 1]
             if f.status == "conflict":
                 conflicts.append(f.text)
-            elif _norm(f.text) in known:
+            elif flattened(f.text) in known:
                 continue
             elif self.config.support_check and (query_terms(f.text) in titles or not supported(f.text, f"{hit.title} {hit.text}", question)):
                 unsupported.append(f.text)  # invented, a restated question, or only a passage's title
             else:
                 st.known.append(Fact(text=f.text.strip(), source=hit.chunk_id))
-                known.add(_norm(f.text))
+                known.add(flattened(f.text))
                 added.append(f.text)
         named = {gaps_then[n - 1] for n in update.closed if 1 <= n <= len(gaps_then)}
         # `close_answered`: also the gaps a new fact restates with the answer added
@@ -459,7 +455,7 @@ class KAIR(Strategy):
             gap = " ".join(gap.split())
             # not a passage just read (a title as a gap would search for a page we have), nor
             # a gap this update closed (the model that left it open tends to list it again)
-            if (is_gap(gap) and _norm(gap) not in known and query_terms(gap) not in titles
+            if (is_gap(gap) and flattened(gap) not in known and query_terms(gap) not in titles
                     and repeated(gap, [*st.required, *closed]) is None):  # fmt: skip
                 st.required.append(gap)
         with step("knowledge_applied") as s:

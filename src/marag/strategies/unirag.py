@@ -68,7 +68,7 @@ from marag.agents.unirag import (
     SourcesAnswer,
     render_memory,
 )
-from marag.agents.search.memory import SearchMemory, words
+from marag.agents.search.memory import SearchMemory, flattened
 from marag.index.base import Hit
 from marag.index.links import title_links
 from marag.index.traced import hit_of
@@ -150,10 +150,6 @@ class UniRAGConfig(PaperSwitch, AnsweringConfig):
         for role in v:  # `unirag.planner` (the bare `planner` still works), kept as given
             UniRAG.role_name(role, setting="role_temperatures")
         return v
-
-
-def _words(text: str) -> str:
-    return " ".join(words(text))
 
 
 @STRATEGIES.register("unirag")
@@ -242,8 +238,8 @@ class UniRAG(Strategy):
                 return "unrelated query"
             # a sentence of the evidence sent as the query finds what the evidence came
             # from, which the search memory no longer returns: anything else but that
-            words = _words(query)
-            if len(words.split()) >= 5 and any(words in _words(text) for text in evidence):
+            words = flattened(query)
+            if len(words.split()) >= 5 and any(words in flattened(text) for text in evidence):
                 return "query copied from the evidence"
         return None
 

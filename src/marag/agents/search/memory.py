@@ -47,6 +47,13 @@ def words(text: str) -> list[str]:
     return _WORD.findall(text.casefold())
 
 
+def flattened(text: str) -> str:
+    """A text reduced to its case-folded words joined by single spaces, for asking
+    whether two texts say the same words (a fact already known) or one contains the
+    other (a query copied out of the evidence), whatever their case and punctuation."""
+    return " ".join(words(text))
+
+
 def query_terms(text: str) -> frozenset[str]:
     """Content words of a query, for telling repeats apart."""
     return frozenset(w[:-1] if len(w) > 3 and w.endswith("s") and not w.endswith("ss") else w for w in words(text) if w not in _STOP)
