@@ -15,7 +15,8 @@ from marag.index.pipeline import index_corpus
 from marag.index.store import IndexConfig
 from marag.llm import ScriptedLLM
 from marag.strategies import make_strategy
-from marag.strategies.kair import KAIR, PAPER_SETTINGS, KAIRConfig, answers, supported
+from marag.agents.kair import Candidate, Candidates, Fact, KnowledgeState
+from marag.strategies.kair import KAIR, PAPER_SETTINGS, KAIRConfig, answers, grounded, supported
 from twohop import DOCS, QUESTION, bm25_retriever, numbered
 
 GAP2 = "Where did Maren Holt grow up?"
@@ -204,6 +205,28 @@ def test_a_redundant_query_is_rejected(retriever):
     choice = steps(ans, "query_choice")[1].outputs
     assert choice["rejected"] == [{"query": "author of Salt Winter", "redundancy": 1.0}]
     assert choice["chosen"] == "Maren Holt childhood Brekke"
+
+
+def test_grounded_relevance_prefers_the_query_that_names_a_known_bridge(retriever):
+    """The MuSiQue trace behind `query_relevance=grounded`: the gap is the question, which
+    was also the first query. By overlap with the gap, the candidate restating the question
+    wins; grounded, the one naming what a known fact gives (Zimbabwe) does, and a query
+    sharing no word with its gap scores nothing."""
+    question = "What is the name of the waterfall in the country where the Bubye River is found?"
+    st = KnowledgeState(
+        known=[Fact(text="The Bubye River is a tributary of the Limpopo River in Gwanda District, Zimbabwe.", source="bubye#0")],
+        required=[question],
+        history=[question],
+    )
+    cands = Candidates(candidates=[
+        Candidate(query="What is the name of the waterfall in Zimbabwe?", gap=1),
+        Candidate(query="What is the name of the waterfall in the country where the Limpopo River is found?", gap=1),
+    ])  # fmt: skip
+    chosen = {mode: make_strategy("kair", llm(), retriever, {"query_relevance": mode})._choose(cands, st, "") for mode in ("gap", "grounded")}
+    assert chosen == {"gap": cands.candidates[1].query, "grounded": cands.candidates[0].query}
+    assert grounded(frozenset({"zimbabwe", "capital"}), frozenset({"waterfall"}), frozenset({"zimbabwe"})) == 0.0
+    assert grounded(frozenset({"waterfall", "zimbabwe", "tallest"}), frozenset({"waterfall"}), frozenset({"zimbabwe"})) == 2 / 3
+    assert KAIRConfig(paper=True, query_relevance="grounded").query_relevance == "gap"
 
 
 def test_conflicting_and_unsupported_facts_are_discarded(retriever):

@@ -42,6 +42,8 @@ generator reads K before C), `memory` (a retrieval returns only passages no earl
 retrieval of the question returned), `gap_as_query`
 (when every candidate repeats an earlier query, the open gap itself is tried),
 `agent_angles` (competing agents are told their number and asked for their own angle),
+`query_relevance=grounded` (off by default, not yet measured: a candidate query's
+relevance is the share of its words that its gap or a known fact gives),
 `filter_chars` (the contextual filter reads each passage's first 250 characters) and
 `update_chars` (the knowledge update reads each new passage's sentences nearest the
 query, the open gaps and the question, within 300 characters); the paper's roles read
@@ -96,6 +98,7 @@ PAPER_SETTINGS: dict[str, Any] = {
     "known_first": False,
     "memory": False,
     "gap_as_query": False,
+    "query_relevance": "gap",
     "agent_angles": False,
     "context": "filter",
     "filter_chars": None,
@@ -124,6 +127,15 @@ class KAIRConfig(PaperSwitch, AnsweringConfig):
     retrieval: Literal["bm25", "given"] = "given"
     diversity_weight: float = Field(default=0.5, ge=0.0, le=2.0)  # ours (the paper: a relevance/diversity trade-off)
     redundancy_threshold: float = Field(default=0.8, gt=0.0, le=1.0)  # ours
+    # A candidate's relevance: "gap", its content-word overlap with the open gap it names;
+    # "grounded" (ours, not yet the default: unmeasured), the share of its content words
+    # that the gap or a known fact gives, 0 when it shares none with the gap. Why: the
+    # first gap is the question, which is also the first query, so overlap with the gap
+    # and redundancy measure nearly the same thing and a restatement of the question
+    # outscores the query that names the bridge entity a known fact gives ("... waterfall
+    # in the country where the Limpopo River is found?" chosen over "... waterfall in
+    # Zimbabwe?" with "... District, Zimbabwe" known; MuSiQue report run)
+    query_relevance: Literal["gap", "grounded"] = "gap"
     # one agent or collaboration: stop once the moderator scores C at or above the threshold
     # (competition always has the moderator score every agent's C)
     moderator: bool = False
@@ -197,6 +209,14 @@ def answers(fact: str, gap: str, share: float = 0.8) -> bool:
     if not asked or _NO_ANSWER.search(fact):
         return False
     return len(asked & said) / len(asked) >= share and bool(said - asked)
+
+
+def grounded(terms: frozenset[str], gap: frozenset[str], known: frozenset[str]) -> float:
+    """The share of a query's content words that its gap or a known fact gives; 0 for a
+    query that shares no word with its gap (`query_relevance=grounded`)."""
+    if not terms or not terms & gap:
+        return 0.0
+    return len(terms & (gap | known)) / len(terms)
 
 
 def is_gap(text: str) -> bool:
@@ -390,6 +410,7 @@ class KAIR(Strategy):
         cfg = self.config
         scored, rejected = [], []
         gaps = [focus] if focus else st.required
+        known_terms = frozenset().union(*(query_terms(f.text) for f in st.known))
         options = [(clean_query(c.query), c.gap) for c in cands.candidates]
         if cfg.gap_as_query:
             options.append((clean_query(gaps[0]) if gaps else "", 1))
@@ -399,7 +420,10 @@ class KAIR(Strategy):
             terms = query_terms(q)
             redundancy = max((overlap(terms, query_terms(h)) for h in st.history), default=0.0)
             named = gaps[gap - 1] if 1 <= gap <= len(gaps) else None
-            relevance = overlap(terms, query_terms(named)) if named else max((overlap(terms, query_terms(g)) for g in gaps), default=0.0)
+            if cfg.query_relevance == "grounded":
+                relevance = max((grounded(terms, query_terms(g), known_terms) for g in ([named] if named else gaps)), default=0.0)
+            else:
+                relevance = overlap(terms, query_terms(named)) if named else max((overlap(terms, query_terms(g)) for g in gaps), default=0.0)
             if redundancy >= cfg.redundancy_threshold:
                 rejected.append({"query": q, "redundancy": round(redundancy, 3)})
                 continue
