@@ -23,7 +23,6 @@ from marag.agents.search.facets import (
 from marag.agents.search.fusion import rrf
 from marag.errors import MaragError
 from marag.index.cross_encoder import CROSS_ENCODER_ENV, OnnxCrossEncoder
-from marag.index.embed import similarity_to
 from marag.index.pipeline import index_corpus
 from marag.index.rerank import cross_encoder_available, get_reranker
 from marag.index.store import IndexConfig
@@ -156,27 +155,6 @@ def test_a_full_run_keeps_attribution_through_the_fluency_step(index):
     assert {LOVELACE, HOPPER} <= {c for s in sentences for c in s["passages"]}
     assert ans.answer == " ".join(s["text"] for s in sentences) and len(ans.answer.split()) <= 150
     assert {s.chunk_id for s in ans.sources} == {c for s in sentences for c in s["passages"]}
-
-
-def test_extractive_facet_sentences_are_the_nuggets_closest_to_the_question(index):
-    """`facet_sentences=extractive`: no summary call; each facet's sentence is the nugget
-    of that facet most similar to the question, as the passage says it, attributed to
-    that nugget's passage alone."""
-    model = scripted(Fluent=lambda u: {"sentences": re.findall(r"^\d+\. (.*)$", u, re.M)})  # keeps them as they are
-    ans = run("ginger", model, index, {"k": 6, "m": 4, "facet_sentences": "extractive", "cluster_threshold": 0.7})
-    assert not any(x.output_model.__name__ == "FacetSentence" for x in model.calls)
-    clusters = {s.agent: s for s in ans.trace.steps}["clusterer"].outputs["clusters"]
-    nugget_source = {t: s.inputs["chunk_id"] for s in steps_of(ans, "nugget_check") for t in s.outputs["spans"]}
-    embedder = index.retriever("dense").embedder
-    sentences = ans.details["sentences"]
-    assert sentences and any(len(c) > 1 for c in clusters[: len(sentences)])  # some facet had a choice to make
-    for sent, facet in zip(sentences, clusters):
-        scores = similarity_to(embedder, Q, embedder.embed(facet))
-        assert sent["text"] == facet[int(np.argmax(scores))]
-        assert sent["passages"] == [nugget_source[sent["text"]]]
-    assert ans.answer == " ".join(s["text"] for s in sentences)
-    assert "facet_sentences" in GingerConfig(facet_sentences="extractive").additions()
-    assert GingerConfig(paper=True, facet_sentences="extractive").facet_sentences == "summary"
 
 
 def test_an_altered_copy_is_rejected_then_retried(index):

@@ -38,10 +38,8 @@ behaviour (PAPER_SETTINGS); every deviation of ours is a named field it turns of
    nuggets (both orders, wins as in step 3, the top d by cosine within
    `pairwise_max_calls`), or by the mean similarity of their nuggets to the question
    (ours, the default: no calls).
-6. Summaries: one sentence (~`summary_words` words) per top facet from its nuggets only
-   (`facet_sentences=summary`, the paper's; or `extractive`, ours: the facet's nugget
-   closest to the question, as its passage says it, with no call), as many facets as fit
-   the length (`max_words`, and the answer style's characters:
+6. Summaries: one sentence (~`summary_words` words) per top facet from its nuggets only,
+   as many facets as fit the length (`max_words`, and the answer style's characters:
    `answer_max_chars`, else 1,200 for long and 200 for short answers); then a fluency
    rewrite that keeps one sentence per facet (rejected if it changes the count), whole
    sentences kept while they fit (a first one too long is cut at a word).
@@ -135,7 +133,6 @@ PAPER_SETTINGS: dict[str, Any] = {
     "clusterer": "bertopic",  # not installed: agglomerative, with a note
     "nuggets": "tags",
     "nugget_fallback": False,
-    "facet_sentences": "summary",
     "concise_answer": False,
     "passage_chars": 3000,
 }
@@ -170,9 +167,6 @@ class GingerConfig(PaperSwitch, AnsweringConfig):
     cluster_ranking: Literal["cosine", "pairwise"] = "cosine"
     nugget_fallback: bool = True  # ours: no verified span anywhere -> each passage's closest sentence
     cluster_threshold: float = Field(default=0.5, gt=0.0, le=2.0)  # average-linkage cosine distance cut
-    # "summary": the paper's, the LLM writes one sentence a facet from its nuggets;
-    # "extractive" (ours): the facet's nugget closest to the question, no call
-    facet_sentences: Literal["summary", "extractive"] = "summary"
     summary_words: int = Field(default=35, ge=5, le=100)
     max_words: int = Field(default=150, ge=10, le=1000)
     concise_answer: bool = True  # ours: short answer style -> a concise answer from the top facets' sentences
@@ -407,17 +401,14 @@ class Ginger(Strategy):
         else:  # the facets whose sentences can fit the answer's words and characters
             n = max(1, min(cfg.max_words // cfg.summary_words, style.max_chars // (cfg.summary_words * _CHARS_PER_WORD)))
         chosen = facets[:n]
-        if cfg.facet_sentences == "extractive":
-            sentences = await asyncio.to_thread(self._closest_nuggets, question, chosen)
-        else:
-            written = await asyncio.gather(
-                *(self._call(FacetSummarizer(), FacetInput(question=question, nuggets=[t for t, _ in f], words=cfg.summary_words)) for f in chosen)
-            )
-            sentences = [
-                {"text": w.sentence.strip(), "passages": list(dict.fromkeys(cid for _, cid in f))}
-                for w, f in zip(written, chosen)
-                if w.sentence.strip()
-            ]
+        written = await asyncio.gather(
+            *(self._call(FacetSummarizer(), FacetInput(question=question, nuggets=[t for t, _ in f], words=cfg.summary_words)) for f in chosen)
+        )
+        sentences = [
+            {"text": w.sentence.strip(), "passages": list(dict.fromkeys(cid for _, cid in f))}
+            for w, f in zip(written, chosen)
+            if w.sentence.strip()
+        ]
         if not sentences:
             return "", []
         if concise:
@@ -428,22 +419,6 @@ class Ginger(Strategy):
             sentences = [{**s, "text": t.strip() or s["text"]} for s, t in zip(sentences, fluent.sentences)]
         sentences = limit_length(sentences, cfg.max_words, style.max_chars)
         return " ".join(s["text"] for s in sentences), sentences
-
-    def _closest_nuggets(self, question: str, facets: list[list[tuple[str, str]]]) -> list[dict[str, Any]]:
-        """`facet_sentences=extractive`: each facet's sentence is its nugget closest to the
-        question, as the passage says it, attributed to that nugget's passage alone. Why:
-        asked for one sentence that answers the question from a facet's facts, the 1.5B
-        restates the question and completes it with what the facts do not say (dates no
-        passage gives: "owned islands in the Caribbean from 1623 to 1625")."""
-        with step("facet_extract", facets=len(facets)) as s:
-            embedder = self.index.retriever("dense").embedder
-            out = []
-            for f in facets:
-                scores = similarity_to(embedder, question, embedder.embed([t for t, _ in f]))
-                text, cid = f[int(np.argmax(scores))]  # ties: the earlier nugget
-                out.append({"text": text, "passages": [cid]})
-            s.outputs = {"sentences": [x["text"] for x in out]}
-        return out
 
     def _text(self, hit: Hit) -> str:
         return doc_from_hit(hit, self.config.passage_chars).text
