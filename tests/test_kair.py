@@ -11,11 +11,11 @@ import asyncio
 
 import pytest
 
+from marag.agents.kair import Candidate, Candidates, Fact, KnowledgeState
 from marag.index.pipeline import index_corpus
 from marag.index.store import IndexConfig
 from marag.llm import ScriptedLLM
 from marag.strategies import make_strategy
-from marag.agents.kair import Candidate, Candidates, Fact, KnowledgeState
 from marag.strategies.kair import KAIR, PAPER_SETTINGS, KAIRConfig, answers, grounded, supported
 from twohop import DOCS, QUESTION, bm25_retriever, numbered
 

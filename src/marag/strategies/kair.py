@@ -410,7 +410,7 @@ class KAIR(Strategy):
         cfg = self.config
         scored, rejected = [], []
         gaps = [focus] if focus else st.required
-        known_terms = frozenset().union(*(query_terms(f.text) for f in st.known))
+        known_terms = frozenset().union(*(query_terms(f.text) for f in st.known)) if cfg.query_relevance == "grounded" else frozenset()
         options = [(clean_query(c.query), c.gap) for c in cands.candidates]
         if cfg.gap_as_query:
             options.append((clean_query(gaps[0]) if gaps else "", 1))
