@@ -35,7 +35,10 @@ corpus; no collections needed).
 Our additions (each off with `paper=true`, `ropmura_paper`): `max_agents` (a cap on the
 invited owners; the paper invites every owner of the top centroids) and `repeat_check`
 (a sub-question that repeats an earlier one, by content words, is replaced by the first
-new candidate, and planning stops when the splitter has nothing new). Needed in
+new candidate, and planning stops when the splitter has nothing new), and `quotes` (off
+by default: each reply reaches the router with the sentence of its agent's passages
+that states its answer, found without a model call, the replies whose sentence is most
+about the question's subject first; `marag.agents.ropmura.quotes`). Needed in
 every mode, not additions: `doc_chars` and `responses_chars` (prompts must fit the
 model's context), the sampled linkage above `boundary_max_exact` chunks, each role's
 fallback.
@@ -57,6 +60,7 @@ from pydantic import Field
 from marag.agents.documents import doc_from_hit, pack_texts
 from marag.agents.layout import clip
 from marag.agents.ropmura import (
+    DONT_KNOW,
     DefendInput,
     Defender,
     JudgeInput,
@@ -72,6 +76,7 @@ from marag.agents.ropmura import (
     SplitInput,
     Splitter,
 )
+from marag.agents.ropmura.quotes import Quote, quote_for, rarity
 from marag.agents.search.memory import repeated
 from marag.errors import MaragError
 from marag.index.base import Hit
@@ -86,7 +91,7 @@ Planning = Literal["adaptive", "none", "presplit", "greedy"]
 WHOLE_CORPUS = "(whole corpus)"  # the one knowledge agent of routing="single"
 
 # What `paper=True` sets: every addition of ours off (module docstring).
-PAPER_SETTINGS: dict[str, Any] = {**ANSWER_PAPER_SETTINGS, "max_agents": None, "repeat_check": False}
+PAPER_SETTINGS: dict[str, Any] = {**ANSWER_PAPER_SETTINGS, "max_agents": None, "repeat_check": False, "quotes": False}
 
 
 class RopMuraConfig(PaperSwitch, AnsweringConfig):
@@ -107,6 +112,10 @@ class RopMuraConfig(PaperSwitch, AnsweringConfig):
     # -- our additions (module docstring) --
     max_agents: int | None = Field(default=5, ge=1, le=50)
     repeat_check: bool = True
+    # each reply shown to the router with the sentence of its passages that states its
+    # answer, the replies best anchored to the question's subject first
+    # (`marag.agents.ropmura.quotes`); off until measured
+    quotes: bool = False
     temperature: float = 0.0
     seed: int | None = None
 
@@ -197,6 +206,8 @@ class RopMura(Strategy):
                 rnd.sources.update((h.chunk_id, h) for h in hits)
             out = await self._call(Router(cfg.style()), RouterInput(question=question, passages=passages, records=history))
             return out.answer
+        if cfg.quotes:
+            replies = self._quoted(question, replies)
         responses = self._packed([r for r, _ in replies])
         out = await self._call(Router(cfg.style(), len(responses)), RouterInput(question=question, responses=responses, records=history))
         with step("router.grades") as s:
@@ -206,6 +217,20 @@ class RopMura(Strategy):
             if g != "unhelpful":
                 rnd.sources.update((h.chunk_id, h) for h in hits)
         return out.answer
+
+    def _quoted(self, question: str, replies: list[tuple[Response, list[Hit]]]) -> list[tuple[Response, list[Hit]]]:
+        """Each reply with its quote (`quotes`), the best anchored first (ties: invitation order)."""
+        read = [[doc_from_hit(h, self.config.doc_chars) for h in hits] for _, hits in replies]
+        weights = rarity([d for docs in read for d in docs])
+        found = [
+            Quote() if DONT_KNOW.lower() in r.answer.lower() else quote_for(r.answer, question, docs, weights)
+            for (r, _), docs in zip(replies, read)
+        ]
+        order = sorted(range(len(replies)), key=lambda i: (-found[i].anchor, i))
+        with step("router.quotes") as s:
+            s.outputs = {"order": [replies[i][0].agent for i in order], "anchors": [found[i].anchor for i in order],
+                         "quotes": [found[i].sentence for i in order]}  # fmt: skip
+        return [(replies[i][0].model_copy(update={"quote": found[i].render()}), replies[i][1]) for i in order]
 
     def _packed(self, responses: list[Response]) -> list[Response]:
         """The analyses packed into `responses_chars`, most similar agent first (every
