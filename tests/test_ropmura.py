@@ -17,7 +17,7 @@ import pytest
 
 from marag.agents.documents import Doc
 from marag.agents.ropmura import Response
-from marag.agents.ropmura._shared import render_responses
+from marag.agents.ropmura._shared import PREAMBLE, render_responses
 from marag.agents.ropmura.quotes import Quote, quote_for, rarity
 from marag.errors import MaragError
 from marag.eval.metrics import EvalExample, score_example
@@ -428,3 +428,17 @@ def test_the_router_sees_quotes_only_with_the_option(index, quotes):
     assert ('Quote: "Jupiter is the largest planet of the solar system' in prompt) == quotes
     assert ("found by the system" in llm.calls[-1].messages[0]["content"] or not quotes) and ans.answer == "Jupiter"
     assert bool([s for s in ans.trace.steps if s.agent == "router.quotes"]) == quotes
+
+
+@pytest.mark.parametrize("strict", [False, True])
+def test_a_strict_judger_is_told_a_step_toward_the_answer_is_not_enough(index, strict):
+    llm = script(
+        SubQuestions=[{"questions": ["Which planets are gas giants?"]}],
+        Selection=lambda u: {"choice": 1, "question": "Which planets are gas giants?"},
+        Judgment=[{"justification": "enough", "answerable": True}],
+        **ANSWERING,
+    )
+    run("ropmura", llm, index, {"max_agents": 1, "strict_judger": strict})
+    (judger,) = [c for c in llm.calls if c.output_model.__name__ == "Judgment"]
+    system = judger.messages[0]["content"]
+    assert system.startswith(PREAMBLE) and ("not a step toward it" in system) == strict and ("own knowledge" in system) == strict

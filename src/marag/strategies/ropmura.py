@@ -33,12 +33,14 @@ single-agent rows `ropmura_single_one_shot`, `ropmura_single_presplit`,
 corpus; no collections needed).
 
 Our additions (each off with `paper=true`, `ropmura_paper`): `max_agents` (a cap on the
-invited owners; the paper invites every owner of the top centroids) and `repeat_check`
+invited owners; the paper invites every owner of the top centroids); `repeat_check`
 (a sub-question that repeats an earlier one, by content words, is replaced by the first
-new candidate, and planning stops when the splitter has nothing new), and `quotes` (off
-by default: each reply reaches the router with the sentence of its agent's passages
-that states its answer, found without a model call, the replies whose sentence is most
-about the question's subject first; `marag.agents.ropmura.quotes`). Needed in
+new candidate, and planning stops when the splitter has nothing new); `quotes` (off by
+default: each reply reaches the router with the sentence of its agent's passages that
+states its answer, found without a model call, the replies whose sentence is most about
+the question's subject first; `marag.agents.ropmura.quotes`); `strict_judger` (off by
+default: the judger is told that an answer which only leads to what is asked is not
+enough, and to use only the answers gathered). Needed in
 every mode, not additions: `doc_chars` and `responses_chars` (prompts must fit the
 model's context), the sampled linkage above `boundary_max_exact` chunks, each role's
 fallback.
@@ -91,7 +93,7 @@ Planning = Literal["adaptive", "none", "presplit", "greedy"]
 WHOLE_CORPUS = "(whole corpus)"  # the one knowledge agent of routing="single"
 
 # What `paper=True` sets: every addition of ours off (module docstring).
-PAPER_SETTINGS: dict[str, Any] = {**ANSWER_PAPER_SETTINGS, "max_agents": None, "repeat_check": False, "quotes": False}
+PAPER_SETTINGS: dict[str, Any] = {**ANSWER_PAPER_SETTINGS, "max_agents": None, "repeat_check": False, "quotes": False, "strict_judger": False}
 
 
 class RopMuraConfig(PaperSwitch, AnsweringConfig):
@@ -116,6 +118,9 @@ class RopMuraConfig(PaperSwitch, AnsweringConfig):
     # answer, the replies best anchored to the question's subject first
     # (`marag.agents.ropmura.quotes`); off until measured
     quotes: bool = False
+    # the judger told that an answer which only leads to what is asked is not enough, and
+    # to use only the answers gathered (`marag.agents.ropmura.planner`); off until measured
+    strict_judger: bool = False
     temperature: float = 0.0
     seed: int | None = None
 
@@ -288,7 +293,7 @@ class RopMura(Strategy):
                     s.outputs = {"repeated": sub}
                 return
             records.append(Record(question=sub, answer=await self.route(sub, rnd, records)))
-            verdict = await self._call(Judger(), JudgeInput(question=question, records=records))
+            verdict = await self._call(Judger(self.config.strict_judger), JudgeInput(question=question, records=records))
             if verdict.answerable:
                 return
 
