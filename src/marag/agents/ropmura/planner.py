@@ -87,7 +87,7 @@ class Judgment(BaseModel):
 
 # ours (`strict_judger`): with the 1.5B default model the judger called the records
 # enough after one round on 15 of 30 MuSiQue questions of 2 to 4 hops, 10 of them after a
-# first round that asked only the first hop ("the composer of Aschenbrodel, J. Strauss
+# first round that asked a sub-question only ("the composer of Aschenbrodel, J. Strauss
 # II, was indeed a citizen of Austria", for who led his country: its own knowledge)
 _STRICT = (
     " They are enough only when one of the answers is itself what the question asks for (the person, place, "
