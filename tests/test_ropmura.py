@@ -15,14 +15,9 @@ import re
 import numpy as np
 import pytest
 
-from marag.agents.documents import Doc
-from marag.agents.ropmura import Response
-from marag.agents.ropmura._shared import PREAMBLE, render_responses
-from marag.agents.ropmura.quotes import Quote, quote_for, rarity
 from marag.errors import MaragError
 from marag.eval.metrics import EvalExample, score_example
 from marag.corpus.models import Question
-from marag.index.base import Hit
 from marag.index.cluster import boundary, kmeans
 from marag.index.pipeline import index_corpus
 from marag.index.store import IndexConfig
@@ -374,71 +369,3 @@ def test_agent_useful_is_not_zero_with_raw_knowledge(index):
     q = Question(id="q", question=Q, answers=["Jupiter"], gold_doc_ids=["astronomy-1"])
     ex = EvalExample(question=q, prediction=ans.answer, details=ans.details, gold_collections=["astronomy"])
     assert asyncio.run(score_example(ex, ["agent_useful"]))["agent_useful"].value == 0.5
-
-
-# -- quotes (ours): the sentence that states each reply's answer, best anchored first ---------
-
-BRAND_Q = "What country was the author of Brand a citizen of?"
-BRAND_PAGES = {  # (answer, the agent's pages), in the order invited, from a MuSiQue trajectory
-    "people": (
-        "The author of Brand a citizen of was the British subject Alexander Graham Bell.",
-        {"Alexander Graham Bell": "Bell was a British subject throughout his early life in Scotland, until he became a naturalized citizen of the United States."},
-    ),
-    "startups": ("Anastasia M. Ashman", {"Anastasia M. Ashman": "Ashman is an American author, a strategist and cofounder of a personal branding startup."}),
-    "sweets": ("Spain", {"Chupa Chups": "Chupa Chups is a Spanish brand of lollipop sold in over 150 countries around the world."}),
-    "plays": ("Norway", {"Brand (play)": "Brand is a play by the Norwegian playwright Henrik Ibsen. It is a verse tragedy, written in 1865."}),
-}
-
-
-def brand_replies():
-    return [
-        (Response(agent=name, analysis="(analysis)", answer=answer),
-         [Hit(doc_id=t, chunk_id=f"{t}#0", score=1.0, text=text, title=t) for t, text in pages.items()])
-        for name, (answer, pages) in BRAND_PAGES.items()
-    ]  # fmt: skip
-
-
-def test_a_quote_states_the_answer_and_its_anchor_is_the_questions_subject():
-    docs = {name: [Doc(id=t, title=t, text=x) for t, x in pages.items()] for name, (_, pages) in BRAND_PAGES.items()}
-    weights = rarity([d for ds in docs.values() for d in ds])
-    quotes = {name: quote_for(answer, BRAND_Q, docs[name], weights) for name, (answer, _) in BRAND_PAGES.items()}
-    assert quotes["plays"].sentence == "Brand is a play by the Norwegian playwright Henrik Ibsen."  # "Norway" ~ "Norwegian"
-    assert quotes["people"].sentence.startswith("Bell was a British subject") and quotes["startups"].title == "Anastasia M. Ashman"
-    assert quotes["plays"].anchor >= 1.0 > 0.5 > max(quotes["people"].anchor, quotes["startups"].anchor)  # "Brand" is named; "branding" is not it
-    assert quotes["sweets"] == Quote() and "no sentence" in quotes["sweets"].render()  # "Spanish" does not state "Spain"
-    accented = [Doc(id="a", title="Aschenbrödel", text="Aschenbrödel is a ballet written by Johann Strauss II.")]
-    assert quote_for("Johann Strauss II", "Who composed Aschenbrodel?", accented, rarity(accented)).anchor >= 1.0
-
-
-def test_quotes_reach_the_router_best_anchored_first(index):
-    strat = make_strategy("ropmura", ScriptedLLM(), index.retriever(), {"quotes": True})
-    shown = strat._quoted(BRAND_Q, brand_replies())
-    assert [r.agent for r, _ in shown] == ["plays", "people", "startups", "sweets"]  # ties keep the invitation order
-    assert shown[0][0].quote == '"Brand is a play by the Norwegian playwright Henrik Ibsen." (Brand (play))'
-    assert [h.title for h in shown[0][1]] == ["Brand (play)"]  # each reply keeps its own pieces
-    rendered = render_responses([r for r, _ in shown])
-    assert rendered.index("Answer: Norway\nQuote: \"Brand is a play") < rendered.index("Answer: Spain\nQuote: (no sentence")
-
-
-@pytest.mark.parametrize("quotes", [False, True])
-def test_the_router_sees_quotes_only_with_the_option(index, quotes):
-    llm = script(**ANSWERING)
-    ans = run("ropmura_route", llm, index, {"max_agents": 2, "quotes": quotes})
-    (prompt,) = called(llm, "RouterReply")
-    assert ('Quote: "Jupiter is the largest planet of the solar system' in prompt) == quotes
-    assert ("found by the system" in llm.calls[-1].messages[0]["content"] or not quotes) and ans.answer == "Jupiter"
-    assert bool([s for s in ans.trace.steps if s.agent == "router.quotes"]) == quotes
-
-
-@pytest.mark.parametrize("strict", [False, True])
-def test_a_strict_judger_is_told_a_step_toward_the_answer_is_not_enough(index, strict):
-    llm = script(
-        SubQuestions=[{"questions": ["Which planets are gas giants?"]}],
-        Selection=lambda u: {"choice": 1, "question": "Which planets are gas giants?"},
-        Judgment=[{"justification": "enough", "answerable": True}],
-        **ANSWERING,
-    )
-    run("ropmura", llm, index, {"max_agents": 1, "strict_judger": strict})
-    (judger,) = [c for c in llm.calls if c.output_model.__name__ == "Judgment"]
-    system = judger.messages[0]["content"]
-    assert system.startswith(PREAMBLE) and ("not a step toward it" in system) == strict and ("own knowledge" in system) == strict

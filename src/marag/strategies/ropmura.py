@@ -33,14 +33,9 @@ single-agent rows `ropmura_single_one_shot`, `ropmura_single_presplit`,
 corpus; no collections needed).
 
 Our additions (each off with `paper=true`, `ropmura_paper`): `max_agents` (a cap on the
-invited owners; the paper invites every owner of the top centroids); `repeat_check`
+invited owners; the paper invites every owner of the top centroids) and `repeat_check`
 (a sub-question that repeats an earlier one, by content words, is replaced by the first
-new candidate, and planning stops when the splitter has nothing new); `quotes` (off by
-default: each reply reaches the router with the sentence of its agent's passages that
-states its answer, found without a model call, the replies whose sentence is most about
-the question's subject first; `marag.agents.ropmura.quotes`); `strict_judger` (off by
-default: the judger is told that an answer which only leads to what is asked is not
-enough, and to use only the answers gathered). Needed in
+new candidate, and planning stops when the splitter has nothing new). Needed in
 every mode, not additions: `doc_chars` and `responses_chars` (prompts must fit the
 model's context), the sampled linkage above `boundary_max_exact` chunks, each role's
 fallback.
@@ -62,7 +57,6 @@ from pydantic import Field
 from marag.agents.documents import doc_from_hit, pack_texts
 from marag.agents.layout import clip
 from marag.agents.ropmura import (
-    DONT_KNOW,
     DefendInput,
     Defender,
     JudgeInput,
@@ -78,7 +72,6 @@ from marag.agents.ropmura import (
     SplitInput,
     Splitter,
 )
-from marag.agents.ropmura.quotes import Quote, quote_for, rarity
 from marag.agents.search.memory import repeated
 from marag.errors import MaragError
 from marag.index.base import Hit
@@ -93,7 +86,7 @@ Planning = Literal["adaptive", "none", "presplit", "greedy"]
 WHOLE_CORPUS = "(whole corpus)"  # the one knowledge agent of routing="single"
 
 # What `paper=True` sets: every addition of ours off (module docstring).
-PAPER_SETTINGS: dict[str, Any] = {**ANSWER_PAPER_SETTINGS, "max_agents": None, "repeat_check": False, "quotes": False, "strict_judger": False}
+PAPER_SETTINGS: dict[str, Any] = {**ANSWER_PAPER_SETTINGS, "max_agents": None, "repeat_check": False}
 
 
 class RopMuraConfig(PaperSwitch, AnsweringConfig):
@@ -114,13 +107,6 @@ class RopMuraConfig(PaperSwitch, AnsweringConfig):
     # -- our additions (module docstring) --
     max_agents: int | None = Field(default=5, ge=1, le=50)
     repeat_check: bool = True
-    # each reply shown to the router with the sentence of its passages that states its
-    # answer, the replies best anchored to the question's subject first
-    # (`marag.agents.ropmura.quotes`); off until measured
-    quotes: bool = False
-    # the judger told that an answer which only leads to what is asked is not enough, and
-    # to use only the answers gathered (`marag.agents.ropmura.planner`); off until measured
-    strict_judger: bool = False
     temperature: float = 0.0
     seed: int | None = None
 
@@ -211,8 +197,6 @@ class RopMura(Strategy):
                 rnd.sources.update((h.chunk_id, h) for h in hits)
             out = await self._call(Router(cfg.style()), RouterInput(question=question, passages=passages, records=history))
             return out.answer
-        if cfg.quotes:
-            replies = self._quoted(question, replies)
         responses = self._packed([r for r, _ in replies])
         out = await self._call(Router(cfg.style(), len(responses)), RouterInput(question=question, responses=responses, records=history))
         with step("router.grades") as s:
@@ -222,20 +206,6 @@ class RopMura(Strategy):
             if g != "unhelpful":
                 rnd.sources.update((h.chunk_id, h) for h in hits)
         return out.answer
-
-    def _quoted(self, question: str, replies: list[tuple[Response, list[Hit]]]) -> list[tuple[Response, list[Hit]]]:
-        """Each reply with its quote (`quotes`), the best anchored first (ties: invitation order)."""
-        read = [[doc_from_hit(h, self.config.doc_chars) for h in hits] for _, hits in replies]
-        weights = rarity([d for docs in read for d in docs])
-        found = [
-            Quote() if DONT_KNOW.lower() in r.answer.lower() else quote_for(r.answer, question, docs, weights)
-            for (r, _), docs in zip(replies, read)
-        ]
-        order = sorted(range(len(replies)), key=lambda i: (-found[i].anchor, i))
-        with step("router.quotes") as s:
-            s.outputs = {"order": [replies[i][0].agent for i in order], "anchors": [found[i].anchor for i in order],
-                         "quotes": [found[i].sentence for i in order]}  # fmt: skip
-        return [(replies[i][0].model_copy(update={"quote": found[i].render()}), replies[i][1]) for i in order]
 
     def _packed(self, responses: list[Response]) -> list[Response]:
         """The analyses packed into `responses_chars`, most similar agent first (every
@@ -293,7 +263,7 @@ class RopMura(Strategy):
                     s.outputs = {"repeated": sub}
                 return
             records.append(Record(question=sub, answer=await self.route(sub, rnd, records)))
-            verdict = await self._call(Judger(self.config.strict_judger), JudgeInput(question=question, records=records))
+            verdict = await self._call(Judger(), JudgeInput(question=question, records=records))
             if verdict.answerable:
                 return
 

@@ -18,7 +18,6 @@ class Response(BaseModel):
     agent: str
     analysis: str
     answer: str
-    quote: str = ""  # with `quotes` (ours): the sentence of its passages that states the answer
 
 
 class Record(BaseModel):
@@ -29,9 +28,7 @@ class Record(BaseModel):
 
 
 def render_responses(responses: Sequence[Response]) -> str:
-    return "\n\n".join(
-        f"[{i}] {r.agent}\nAnalysis: {r.analysis}\nAnswer: {r.answer}" + (f"\nQuote: {r.quote}" if r.quote else "") for i, r in enumerate(responses, 1)
-    ) or "(none)"
+    return "\n\n".join(f"[{i}] {r.agent}\nAnalysis: {r.analysis}\nAnswer: {r.answer}" for i, r in enumerate(responses, 1)) or "(none)"
 
 
 def render_records(records: Sequence[Record]) -> str:

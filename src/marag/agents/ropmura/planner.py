@@ -85,27 +85,12 @@ class Judgment(BaseModel):
     answerable: bool
 
 
-# ours (`strict_judger`): with the 1.5B default model the judger called the records
-# enough after one round on 15 of 30 MuSiQue questions of 2 to 4 hops, 10 of them after a
-# first round that asked a sub-question only ("the composer of Aschenbrodel, J. Strauss
-# II, was indeed a citizen of Austria", for who led his country: its own knowledge)
-_STRICT = (
-    " They are enough only when one of the answers is itself what the question asks for (the person, place, "
-    "date, number or name it wants), not a step toward it: if the question asks about something an answer "
-    "only leads to (where that person was born, who led that country), they are not enough. Use only the "
-    "answers gathered, not your own knowledge."
-)
-
-
 class Judger(Agent[JudgeInput, Judgment]):
     name = "judger"
     max_tokens = 70
 
-    def __init__(self, strict: bool = False):
-        self.strict = strict
-
     def messages(self, inp: JudgeInput) -> list[Message]:
-        task = "You judge whether the answers gathered so far are enough to answer the question." + (_STRICT if self.strict else "") + " Justify briefly."
+        task = "You judge whether the answers gathered so far are enough to answer the question. Justify briefly."
         return laid_out(task + " Reply as JSON.", inp.question, [f"Answered so far:\n{render_records(inp.records)}"], "Judgment as JSON.", preamble=PREAMBLE)
 
     def fallback(self, inp: JudgeInput, error: StructuredOutputError) -> Judgment:

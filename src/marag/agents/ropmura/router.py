@@ -3,8 +3,7 @@ agent's response (reliable / conjecture / unhelpful) and answers the question fr
 reliable ones, or from its own knowledge when none is, with the conversation so far
 (the planner's earlier sub-questions and answers) in view. It sees the agents' analyses
 and answers only, never their documents (except in the raw-knowledge ablation, where
-the agents send passages and there is nothing to grade; with `quotes`, ours, each reply
-also carries the one sentence of its passages that states its answer).
+the agents send passages and there is nothing to grade).
 
 Fallback: a response that says it does not know is unhelpful, any other a conjecture;
 the answer is the first response that is not unhelpful, else what the model wrote,
@@ -67,9 +66,6 @@ class Router(StyledAnswer, Agent[RouterInput, RouterReply]):
                 f"{_GRADES}answer the question from the reliable responses; if none is reliable, from your own "
                 f"knowledge. {self.style.instruction}"
             )
-            if any(r.quote for r in inp.responses):
-                task += (" Under each response, Quote is the sentence of that specialist's own documents that states "
-                         "its answer (found by the system, not written by the specialist), or a note that none does.")
             state = [history, f"Responses:\n{render_responses(inp.responses)}"]
         else:
             task = f"No specialist was asked: answer the question from your own knowledge. {self.style.instruction}"
