@@ -12,7 +12,7 @@ import re
 import numpy as np
 import pytest
 
-from marag.agents.ginger import FacetInput, FacetSummarizer, concatenated_query, picked, search_strings, spans
+from marag.agents.ginger import concatenated_query, picked, search_strings, spans
 from marag.agents.search import facets as facets_module
 from marag.agents.search.facets import (
     BERTOPIC_INSTALL,
@@ -498,28 +498,3 @@ def test_paper_mode_has_no_fallback_and_reads_whole_passages(index):
         seen.clear()
         ans = run(name, scripted(Tagged=recording), index, {"k": 4, "m": 4, "nuggets": "tags"})
         assert ans.answer and longest(max(map(len, seen)))
-
-
-@pytest.mark.parametrize("faithful", [False, True])
-def test_faithful_summaries_show_each_fact_with_its_page_title(index, faithful):
-    prompts = []
-
-    def summarize(user: str) -> dict:
-        prompts.append(user)
-        return {"sentence": "A sentence."}
-
-    settings = {"k": 4, "m": 4, "cluster_threshold": 0.05, "faithful_summaries": faithful}
-    ans = run("ginger", scripted(FacetSentence=summarize), index, settings)
-    summaries = steps_of(ans, "summarizer")
-    assert summaries and len(prompts) == len(summaries)
-    title_of = {c.id: c.title for c in index.chunks}
-    source = {t: s.inputs["chunk_id"] for s in steps_of(ans, "nugget_check") for t in s.outputs["spans"]}
-    for prompt, facet in zip(prompts, steps_of(ans, "clusterer")[0].outputs["clusters"]):
-        facts = re.findall(r"^- (.*)$", prompt, re.M)
-        assert len(facts) == len(facet)
-        for shown, nugget in zip(facts, facet):
-            label = f"[{title_of[source[nugget]]}] "
-            assert label != "[] "
-            assert shown == (label + nugget if faithful else nugget)
-    system = FacetSummarizer().messages(FacetInput(question=Q, nuggets=["x"], faithful=faithful))[0].content
-    assert ("exactly as a fact gives them" in system) == faithful

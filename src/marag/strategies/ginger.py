@@ -51,9 +51,7 @@ behaviour (PAPER_SETTINGS); every deviation of ours is a named field it turns of
 Our additions (each off with `paper=true`): `pairwise=false`, `nuggets=sentences`,
 `separate_searches`, `pointwise=embedding`, `k=20` (the paper's 40),
 `pairwise_scheme=bubble`, `cluster_ranking=cosine`,
-`clusterer=agglomerative`, `nugget_fallback`, `concise_answer`, `faithful_summaries`
-(off by default: each fact shown to the summarizer with its page's title, and numbers,
-dates and names to be copied as written), and passages clipped to
+`clusterer=agglomerative`, `nugget_fallback`, `concise_answer`, and passages clipped to
 `passage_chars` (600) in every prompt (the paper passes whole passages; in paper mode
 they are clipped only at 3,000 characters, the longest setting). Paper mode uses the
 cross-encoder and BERTopic when installed and otherwise falls back to embeddings and
@@ -136,7 +134,6 @@ PAPER_SETTINGS: dict[str, Any] = {
     "nuggets": "tags",
     "nugget_fallback": False,
     "concise_answer": False,
-    "faithful_summaries": False,
     "passage_chars": 3000,
 }
 _CHARS_PER_WORD = 6  # a summary sentence of n words takes about 6n characters
@@ -171,9 +168,6 @@ class GingerConfig(PaperSwitch, AnsweringConfig):
     nugget_fallback: bool = True  # ours: no verified span anywhere -> each passage's closest sentence
     cluster_threshold: float = Field(default=0.5, gt=0.0, le=2.0)  # average-linkage cosine distance cut
     summary_words: int = Field(default=35, ge=5, le=100)
-    # ours: each fact shown with its passage's title, and numbers, dates and names to be
-    # kept as written (with the 1.5B, facet summaries gave founding years no passage gave)
-    faithful_summaries: bool = False
     max_words: int = Field(default=150, ge=10, le=1000)
     concise_answer: bool = True  # ours: short answer style -> a concise answer from the top facets' sentences
     temperature: float = 0.0
@@ -230,7 +224,7 @@ class Ginger(Strategy):
         nuggets = await self._nuggets(question, top)
         facets = await asyncio.to_thread(self._cluster, question, nuggets)
         facets, facet_comparisons = await self._rank_facets(question, facets)
-        answer, sentences = await self._write(question, facets, {h.chunk_id: h.title for h in top})
+        answer, sentences = await self._write(question, facets)
         used = {cid for s in sentences for cid in s["passages"]} if answer else set()
         with step("budget") as s:
             s.outputs = {"search_strings": len(queries), "fused": len(fused), **rerank_report, "nuggets": len(nuggets),
@@ -398,7 +392,7 @@ class Ginger(Strategy):
         return ranked, calls
 
     # -- 6. summaries, fluency, the answer -------------------------------------------------------
-    async def _write(self, question: str, facets: list[list[tuple[str, str]]], titles: dict[str, str]) -> tuple[str, list[dict[str, Any]]]:
+    async def _write(self, question: str, facets: list[list[tuple[str, str]]]) -> tuple[str, list[dict[str, Any]]]:
         cfg = self.config
         style = cfg.style()
         concise = style.name == "short" and cfg.concise_answer
@@ -407,11 +401,9 @@ class Ginger(Strategy):
         else:  # the facets whose sentences can fit the answer's words and characters
             n = max(1, min(cfg.max_words // cfg.summary_words, style.max_chars // (cfg.summary_words * _CHARS_PER_WORD)))
         chosen = facets[:n]
-        def facet_input(facet: list[tuple[str, str]]) -> FacetInput:
-            shown = [titles.get(cid, "") for _, cid in facet] if cfg.faithful_summaries else []
-            return FacetInput(question=question, nuggets=[t for t, _ in facet], titles=shown, words=cfg.summary_words, faithful=cfg.faithful_summaries)
-
-        written = await asyncio.gather(*(self._call(FacetSummarizer(), facet_input(f)) for f in chosen))
+        written = await asyncio.gather(
+            *(self._call(FacetSummarizer(), FacetInput(question=question, nuggets=[t for t, _ in f], words=cfg.summary_words)) for f in chosen)
+        )
         sentences = [
             {"text": w.sentence.strip(), "passages": list(dict.fromkeys(cid for _, cid in f))}
             for w, f in zip(written, chosen)

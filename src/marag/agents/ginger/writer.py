@@ -31,9 +31,7 @@ Sentence = Annotated[str, StringConstraints(max_length=300)]
 class FacetInput(BaseModel):
     question: str
     nuggets: list[str]
-    titles: list[str] = []  # each nugget's passage title, when shown (faithful summaries)
     words: int = 35
-    faithful: bool = False
 
 
 class FacetSentence(BaseModel):
@@ -46,12 +44,7 @@ class FacetSummarizer(Agent[FacetInput, FacetSentence]):
 
     def messages(self, inp: FacetInput) -> list[Message]:
         task = f"Write one sentence (about {inp.words} words) that answers the question using only these facts."
-        if inp.faithful:
-            # a fact's "it" or "the company" is named by its page's title; without the
-            # rule a small model rounds, reorders or invents dates and figures
-            task += " Each fact is from the page named in brackets. Copy numbers, dates and names exactly as a fact gives them, and say nothing the facts do not say."
-        labels = [f"[{t}] " if t else "" for t in inp.titles] + [""] * (len(inp.nuggets) - len(inp.titles))
-        facts = "\n".join(f"- {label}{n}" for label, n in zip(labels, inp.nuggets))
+        facts = "\n".join(f"- {n}" for n in inp.nuggets)
         return laid_out(task + " Reply as JSON.", inp.question, [f"Facts:\n{facts}"], "Sentence as JSON.", preamble=PREAMBLE)
 
     def fallback(self, inp: FacetInput, error: StructuredOutputError) -> FacetSentence:
