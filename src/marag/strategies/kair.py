@@ -410,7 +410,11 @@ class KAIR(Strategy):
         cfg = self.config
         scored, rejected = [], []
         gaps = [focus] if focus else st.required
-        known_terms = frozenset().union(*(query_terms(f.text) for f in st.known)) if cfg.query_relevance == "grounded" else frozenset()
+        if cfg.query_relevance == "grounded":
+            known_terms = frozenset().union(*(query_terms(f.text) for f in st.known))
+            relevant = lambda terms, gap: grounded(terms, gap, known_terms)  # noqa: E731
+        else:
+            relevant = overlap
         options = [(clean_query(c.query), c.gap) for c in cands.candidates]
         if cfg.gap_as_query:
             options.append((clean_query(gaps[0]) if gaps else "", 1))
@@ -420,10 +424,7 @@ class KAIR(Strategy):
             terms = query_terms(q)
             redundancy = max((overlap(terms, query_terms(h)) for h in st.history), default=0.0)
             named = gaps[gap - 1] if 1 <= gap <= len(gaps) else None
-            if cfg.query_relevance == "grounded":
-                relevance = max((grounded(terms, query_terms(g), known_terms) for g in ([named] if named else gaps)), default=0.0)
-            else:
-                relevance = overlap(terms, query_terms(named)) if named else max((overlap(terms, query_terms(g)) for g in gaps), default=0.0)
+            relevance = max((relevant(terms, query_terms(g)) for g in ([named] if named else gaps)), default=0.0)
             if redundancy >= cfg.redundancy_threshold:
                 rejected.append({"query": q, "redundancy": round(redundancy, 3)})
                 continue
