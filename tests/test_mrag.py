@@ -582,6 +582,36 @@ def test_a_second_hop_document_found_late_reaches_the_answerer(retriever):
     assert "(found for: Python programming language creator)" in labelled_prompt
 
 
+def test_a_document_named_in_s_joins_it_after_a_search(tmp_path):
+    """linked_docs: one searcher run reads the novel's page, which names Maren Holt; her
+    page, which no query ranked, joins S by its title and reaches the answerer (what the
+    1.5B's one-search runs lacked: the second hop). Off, the answerer has the first hop only."""
+    from twohop import DOCS, QUESTION, bm25_retriever
+
+    twohop = bm25_retriever(tmp_path, DOCS)
+
+    def script():
+        return Script(
+            CoordinatorDecision=[coord("searcher", "the novel's author"), coord("answerer"), coord("finisher")],
+            Query=[{"query": "Salt Winter novel"}],
+            Judgement=judge_titles("Salt Winter"),
+            Move=[move("end")],
+            AnswerOutput=lambda user: {"answer": "Brekke" if "Brekke" in user else "unknown"},
+        )
+
+    config = {"docs_per_step": 1, "searcher_max_steps": 1, "keep_top_ranked": 1}
+    ans = run(MRAG(ScriptedLLM(fn=script()), twohop, MRAGConfig(**config)), QUESTION)
+    linked = next(s for s in ans.trace.steps if s.agent == "linked_docs")
+    assert linked.outputs["chunk_ids"] == ["holt#0"] and linked.inputs["query"] == "Salt Winter novel"
+    assert [s.doc_id for s in ans.sources] == ["salt-winter", "holt"] and ans.answer == "Brekke"
+    assert {r["doc_id"] for r in ans.read} == {"salt-winter", "holt"}
+    searcher = next(s for s in ans.trace.steps if s.agent == "coordinator" and "linked: [Maren Holt]" in str(s.inputs["history"]))
+    assert searcher  # the coordinator is told what joined S
+    off = run(MRAG(ScriptedLLM(fn=script()), twohop, MRAGConfig(**config, linked_docs=0)), QUESTION)
+    assert [s.doc_id for s in off.sources] == ["salt-winter"] and off.answer == "unknown"
+    assert "linked_docs" not in [s.agent for s in off.trace.steps]
+
+
 def test_pack_texts_shows_every_document_within_the_budget():
     from marag.agents.mrag._shared import pack_texts
 
@@ -601,7 +631,7 @@ def test_paper_mode_leaves_no_addition_active(retriever):
     assert MRAGConfig().additions() == [
         "guards", "hints", "keep_top_ranked", "searcher_max_steps", "history_window", "report_chars", "doc_chars",
         "focused", "coordinator_input_chars", "late_answer", "memory", "progress_guard", "judge_pages", "max_searcher_runs",
-        "unlabelled_docs",
+        "unlabelled_docs", "linked_docs",
     ]  # fmt: skip
     assert isinstance(make_strategy("mrag_paper", ScriptedLLM(), retriever), MRAG)
     assert make_strategy("mrag_paper", ScriptedLLM(), retriever).config.paper is True

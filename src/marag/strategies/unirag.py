@@ -44,7 +44,6 @@ as retrieved).
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any, ClassVar, Literal
 
 from pydantic import Field, field_validator
@@ -68,10 +67,9 @@ from marag.agents.unirag import (
     SourcesAnswer,
     render_memory,
 )
+from marag.agents.search.linked import linked_hits
 from marag.agents.search.memory import SearchMemory, flattened
 from marag.index.base import Hit
-from marag.index.links import title_links
-from marag.index.traced import hit_of
 from marag.index.rerank import EmbeddingReranker
 from marag.llm.budget import budget_spent, grace
 from marag.strategies.base import ANSWER_PAPER_SETTINGS, STRATEGIES, AnsweringConfig, PaperSwitch, Strategy, register_variant
@@ -289,23 +287,11 @@ class UniRAG(Strategy):
     async def _linked(self, question: str, query: str, memory: SearchMemory, cited: dict[str, Hit]) -> list[Evidence]:
         """Documents not read yet that the question or a source names by title, the best
         `linked_docs` of them for the question, as evidence and sources (read now)."""
-        links = await asyncio.to_thread(title_links, self.retriever)  # made once per index: off the event loop
-        if links is None:
-            return []
         texts = [question, *(h.text for h in cited.values())]
-        positions = links.named(texts, skip={h.doc_id for h in memory.read.values()})
-        if not positions:
+        skip = {h.doc_id for h in memory.read.values()}
+        hits = await linked_hits(self.retriever, question, texts, skip, self.config.linked_docs, query)
+        if not hits:
             return []
-        want = self.config.linked_docs
-        subset = self.retriever.restrict(positions, label="linked")  # type: ignore[union-attr]
-        with step("linked_docs", query=query, named=len(positions)) as g:
-            hits = list(await asyncio.to_thread(subset.search, question, want))
-            # a lexical retriever ranks only documents sharing a word with the question,
-            # and the next hop's rarely does: the rest in the order they were named
-            found = {h.doc_id for h in hits}
-            chunks = self.retriever.chunks  # type: ignore[union-attr]
-            hits += [hit_of(chunks[p], 0.0) for p in positions if chunks[p].doc_id not in found][: want - len(hits)]
-            g.outputs = {"chunk_ids": [h.chunk_id for h in hits]}
         memory.mark_read(hits)
         record_read(hits)
         return self._whole(hits, cited)

@@ -69,6 +69,10 @@ Our additions, to keep small models productive (each can be turned off):
 - bounded prompts: a `history_window` of recent reports, each clipped to `report_chars`,
   a `searcher_max_steps` page cap per searcher run (3), `doc_chars` of each document for
   the relevance judge, a 200-character coordinator input (`coordinator_input_chars`);
+- linked documents (`linked_docs`, 1): after each searcher run, the document not read
+  yet that the question or a document of S names by title, the best of them for the
+  question, joins S (`marag.agents.search.linked`, as in UniRAG): the second hop's
+  article, which the queries of a one-search run do not find;
 - a late answer (`late_answer`): if the budget ends with no response, the answerer runs
   once on what was collected (outside the budget, `answered_after_budget` in the usage).
 The question's hard budget (`max_llm_calls`, 40 for mRAG, `max_tokens`, `deadline_s`,
@@ -110,6 +114,7 @@ from marag.agents.mrag import (
 )
 from marag.agents.mrag._shared import pack_texts
 from marag.agents.queries import topic_words
+from marag.agents.search.linked import linked_hits
 from marag.agents.search.memory import SearchMemory, query_terms
 from marag.index.base import Hit, Retriever
 from marag.llm.base import LLM
@@ -118,7 +123,7 @@ from marag.llm.factory import LLMConfig, make_llm
 from marag.strategies.base import ANSWER_PAPER_SETTINGS, OPERATOR_ONLY, STRATEGIES, AnsweringConfig, PaperSwitch, Strategy, register_variant
 from marag.strategies.mrag.search import Searcher, SearcherInput, SearchLimits
 from marag.strategies.mrag.state import State
-from marag.trace import current_trace, step
+from marag.trace import current_trace, record_read, step
 
 SEQUENCE = ("planner", "searcher", "answerer", "finisher")
 
@@ -141,6 +146,7 @@ PAPER_SETTINGS: dict[str, Any] = {
     "judge_pages": False,
     "max_searcher_runs": None,
     "unlabelled_docs": False,
+    "linked_docs": 0,
 }
 
 
@@ -181,6 +187,12 @@ class MRAGConfig(PaperSwitch, AnsweringConfig):
     # answerer read the label as evidence (6 of 30 held-out HotpotQA answers were words
     # of our own queries, 3 of them wrong).
     unlabelled_docs: bool = True
+    # after each searcher run, the N documents not read yet that the question or a
+    # document of S names by title join S (ours, as UniRAG's `linked_docs`; a local index
+    # only). With the default 1.5B model mRAG runs one searcher run and answers; the
+    # second hop's article is then missing from S (HotpotQA 51-62: "Paul Gross" for
+    # whom he had a child with, Due South's page in S, his not)
+    linked_docs: int = Field(default=1, ge=0, le=10)
     # -- needed in every mode: prompts must fit the model's context --
     context_chars: int | None = Field(default=6000, ge=200)  # all of S, packed (None: no limit)
     temperature: float = 0.0
@@ -440,9 +452,27 @@ class MRAG(Strategy):
                 st.docs[h.chunk_id], st.why[h.chunk_id] = h, j
         st.searcher_steps += len(out.steps)
         st.query_reuses += out.query_reuses
+        linked = await self._linked(st, "; ".join(out.queries))
+        also = f"; linked: {'; '.join(f'[{h.title or h.chunk_id}]' for h in linked)}" if linked else ""
         if not out.relevant:
-            return f"no relevant documents for {'; '.join(out.queries)}"
-        return "found " + "; ".join(f"[{j.title or j.chunk_id}] {j.explanation}" for j in out.relevant)
+            return f"no relevant documents for {'; '.join(out.queries)}{also}"
+        return "found " + "; ".join(f"[{j.title or j.chunk_id}] {j.explanation}" for j in out.relevant) + also
+
+    async def _linked(self, st: State, query: str) -> list[Hit]:
+        """`linked_docs`: documents not read yet that the question or a document of S
+        names by title join S (after every found one, unjudged), the best for the question
+        first (`marag.agents.search.linked`)."""
+        if not self.config.linked_docs:
+            return []
+        texts = [st.question, *(h.text for h in st.docs.values())]
+        skip = {h.doc_id for h in st.docs.values()} | ({h.doc_id for h in st.memory.read.values()} if st.memory else set())
+        hits = await linked_hits(self.retriever, st.question, texts, skip, self.config.linked_docs, query)
+        if st.memory:
+            st.memory.mark_read(hits)
+        record_read(hits)
+        for h in hits:
+            st.docs.setdefault(h.chunk_id, h)
+        return hits
 
     async def _summarizer(self, st: State, text: str) -> str:
         out = await self._call(
