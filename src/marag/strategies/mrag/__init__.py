@@ -190,8 +190,10 @@ class MRAGConfig(PaperSwitch, AnsweringConfig):
     # after each searcher run, the N documents not read yet that the question or a
     # document of S names by title join S (ours, as UniRAG's `linked_docs`; a local index
     # only). With the default 1.5B model mRAG runs one searcher run and answers; the
-    # second hop's article is then missing from S (HotpotQA 51-62: "Paul Gross" for
-    # whom he had a child with, Due South's page in S, his not)
+    # second hop's article is then missing from S. HotpotQA 51-62 (n=12, the 1.5B, one LLM
+    # cache shared with the run without it): F1 .479 -> .529 (+.050 [-.100, +.250], 1
+    # better: Hebron Academy, linked from Charles Andrews's page; 1 worse: the extra page
+    # turned "Richard Bach" into "Richard Wright"), gold recall in sources .792 -> .875
     linked_docs: int = Field(default=1, ge=0, le=10)
     # -- needed in every mode: prompts must fit the model's context --
     context_chars: int | None = Field(default=6000, ge=200)  # all of S, packed (None: no limit)
