@@ -288,12 +288,7 @@ class UniRAG(Strategy):
         """Documents not read yet that the question or a source names by title, the best
         `linked_docs` of them for the question, as evidence and sources (read now)."""
         texts = [question, *(h.text for h in cited.values())]
-        skip = {h.doc_id for h in memory.read.values()}
-        hits = await linked_hits(self.retriever, question, texts, skip, self.config.linked_docs, query)
-        if not hits:
-            return []
-        memory.mark_read(hits)
-        record_read(hits)
+        hits = await linked_hits(self.retriever, question, texts, memory, self.config.linked_docs, query)
         return self._whole(hits, cited)
 
     def _whole(self, hits: list[Hit], cited: dict[str, Hit]) -> list[Evidence]:

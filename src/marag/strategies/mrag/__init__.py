@@ -123,7 +123,7 @@ from marag.llm.factory import LLMConfig, make_llm
 from marag.strategies.base import ANSWER_PAPER_SETTINGS, OPERATOR_ONLY, STRATEGIES, AnsweringConfig, PaperSwitch, Strategy, register_variant
 from marag.strategies.mrag.search import Searcher, SearcherInput, SearchLimits
 from marag.strategies.mrag.state import State
-from marag.trace import current_trace, record_read, step
+from marag.trace import current_trace, step
 
 SEQUENCE = ("planner", "searcher", "answerer", "finisher")
 
@@ -464,14 +464,10 @@ class MRAG(Strategy):
         """`linked_docs`: documents not read yet that the question or a document of S
         names by title join S (after every found one, unjudged), the best for the question
         first (`marag.agents.search.linked`)."""
-        if not self.config.linked_docs:
+        if not self.config.linked_docs or st.memory is None:
             return []
-        texts = [st.question, *(h.text for h in st.docs.values())]
-        skip = {h.doc_id for h in st.docs.values()} | ({h.doc_id for h in st.memory.read.values()} if st.memory else set())
-        hits = await linked_hits(self.retriever, st.question, texts, skip, self.config.linked_docs, query)
-        if st.memory:
-            st.memory.mark_read(hits)
-        record_read(hits)
+        texts = [st.question, *(h.text for h in st.docs.values())]  # (S is read: every page is marked in the memory)
+        hits = await linked_hits(self.retriever, st.question, texts, st.memory, self.config.linked_docs, query)
         for h in hits:
             st.docs.setdefault(h.chunk_id, h)
         return hits
