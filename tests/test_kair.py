@@ -78,7 +78,10 @@ def llm(plan=planner, update=updater, keep=keep_relevant, verdict=moderate) -> S
 
 
 def run(name, model, retriever, config=None):
-    return asyncio.run(make_strategy(name, model, retriever, config).run(QUESTION))
+    """One run over the planted corpus. The cycle's mechanics are tested over two cycles,
+    so the link lookup (which would fetch Maren Holt's page in the first) is off unless
+    a test turns it on."""
+    return asyncio.run(make_strategy(name, model, retriever, {"linked_docs": 0, **(config or {})}).run(QUESTION))
 
 
 def steps(ans, agent):
@@ -399,7 +402,8 @@ def test_paper_mode_turns_every_addition_off(retriever):
     cfg = KAIRConfig(paper=True, support_check=True, memory=True, gap_as_query=True, agent_angles=True)  # paper wins
     assert cfg.additions() == [] and all(getattr(cfg, k) == v for k, v in PAPER_SETTINGS.items())
     assert KAIRConfig().additions() == [
-        "support_check", "close_answered", "known_first", "memory", "gap_as_query", "agent_angles", "filter_chars", "update_chars"
+        "support_check", "close_answered", "known_first", "memory", "gap_as_query", "agent_angles", "filter_chars", "update_chars",
+        "answer_excerpts", "linked_docs",
     ]  # fmt: skip
     assert (KAIRConfig().context_chars, KAIRConfig(paper=True).context_chars) == (3000, 6000)
     strat = make_strategy("kair_paper", llm(), retriever)
@@ -495,3 +499,30 @@ def test_the_update_reads_the_sentences_nearest_the_query_within_update_chars(tm
         assert ("grew up in Brekke" in page) is reads_village, config
         generator = next(c.messages[-1]["content"] for c in model.calls if c.output_model.__name__ == "AnswerOutput")
         assert "Brekke" in generator or not reads_village  # C keeps the passage as doc_chars reads it
+
+
+def test_a_document_a_search_names_follows_its_passages_and_the_second_hop_takes_one_cycle(retriever):
+    """linked_docs: the search for the novel ranks no page of its author; the novel's page
+    names her, so her page follows the search's passages, the update reads both and the
+    run ends after one cycle. Off, a second cycle searches for her."""
+    ans = run("kair", llm(), retriever, {"linked_docs": 1})
+    linked = steps(ans, "linked_docs")
+    assert len(linked) == 1 and linked[0].outputs["chunk_ids"] == ["holt#0"] and linked[0].inputs["query"] == "Salt Winter author"
+    assert ans.usage["cycles"] == 1 and ans.answer == "Brekke" and "holt" in {r["doc_id"] for r in ans.read}
+    off = run("kair", llm(), retriever)
+    assert off.usage["cycles"] == 2 and not steps(off, "linked_docs") and off.answer == "Brekke"
+
+
+def test_a_clipped_context_shows_the_generator_the_sentences_nearest_what_is_known(tmp_path):
+    """answer_excerpts: C packed into too few characters shows each passage's sentences
+    nearest the question and the known facts, not only its opening (where the 1.5B's
+    answer was cut off); off, the opening."""
+    filler = " ".join(f"In {1890 + i} she printed a pamphlet on herring prices." for i in range(6))
+    holt = ("holt", "Maren Holt", f"Maren Holt (1871-1950) was a Norwegian printer and writer. {filler} She grew up in Brekke, a village.")
+    retriever = bm25_retriever(tmp_path, [d if d[0] != "holt" else holt for d in DOCS])
+    for excerpts in (True, False):
+        model = llm()
+        ans = run("kair", model, retriever, {"context_chars": 450, "update_chars": None, "doc_chars": None, "answer_excerpts": excerpts})
+        generator = next(c.messages[-1]["content"] for c in model.calls if c.output_model.__name__ == "AnswerOutput")
+        shown = generator.split("Maren Holt (1871-1950)", 1)[1]
+        assert ("grew up in Brekke" in shown) is excerpts and [s.doc_id for s in ans.sources] == ["salt-winter", "holt"]

@@ -44,10 +44,14 @@ retrieval of the question returned), `gap_as_query`
 `agent_angles` (competing agents are told their number and asked for their own angle),
 `query_relevance=grounded` (off by default, not yet measured: a candidate query's
 relevance is the share of its words that its gap or a known fact gives),
-`filter_chars` (the contextual filter reads each passage's first 250 characters) and
+`filter_chars` (the contextual filter reads each passage's first 250 characters),
 `update_chars` (the knowledge update reads each new passage's sentences nearest the
-query, the open gaps and the question, within 300 characters); the paper's roles read
-each passage as the generator does.
+query, the open gaps and the question, within 300 characters), `answer_excerpts` (a
+passage of C clipped for the generator shows its sentences nearest the question and the
+known facts) and `linked_docs` (after a search, the unread document that the question,
+the known facts' passages or the search's best two name by title follows the search's
+passages, `marag.agents.search.linked`); the paper's roles read each passage as the
+generator does.
 Needed in every mode, not additions: `doc_chars` and `context_chars` (prompts must fit
 the model's context), bounded strings in every output schema, each role's fallback, and
 new gaps that are words (`is_gap`) and not the title of a passage just read (a search for
@@ -82,6 +86,7 @@ from marag.agents.kair import (
 )
 from marag.agents.layout import clip
 from marag.agents.queries import clean_query
+from marag.agents.search.linked import linked_hits
 from marag.agents.search.memory import SearchMemory, flattened, overlap, query_terms, repeated
 from marag.index.base import Hit
 from marag.llm.base import LLM
@@ -103,6 +108,8 @@ PAPER_SETTINGS: dict[str, Any] = {
     "context": "filter",
     "filter_chars": None,
     "update_chars": None,
+    "answer_excerpts": False,
+    "linked_docs": 0,
 }
 
 
@@ -173,6 +180,15 @@ class KAIRConfig(PaperSwitch, AnsweringConfig):
     close_answered: bool = True
     # the generator reads the known facts before C (the paper's generator reads C only)
     known_first: bool = True
+    # C clipped to fit `context_chars` shows the generator each passage's sentences nearest
+    # the question and the known facts (`excerpt`), not its opening: C held ~10 passages, so
+    # each was cut to ~300 characters and the sentence with the answer was often gone
+    answer_excerpts: bool = True
+    # after each search, the unread document that the question, the passages of the known
+    # facts or the search's best two name by title (the one the question ranks highest)
+    # joins that search's passages (`marag.agents.search.linked`, as in UniRAG and mRAG): a
+    # multi-hop question's second entity is named in the first hop's page, not in any query
+    linked_docs: int = Field(default=1, ge=0, le=10)
     memory: bool = True
     gap_as_query: bool = True
     agent_angles: bool = True
@@ -231,14 +247,15 @@ def _tightest(*limits: int | None) -> int | None:
     return min((n for n in limits if n), default=None)
 
 
-def packed(hits: list[Hit], chars: int | None) -> list[tuple[Hit, Doc]]:
+def packed(hits: list[Hit], chars: int | None, about: str = "") -> list[tuple[Hit, Doc]]:
     """`hits` (most relevant first) as documents that fit `chars` characters together
     (`pack_texts`: all shown while they fit, else clipped to a common share; the least
     relevant left out when even 200 characters each would not fit), each beside its hit:
     a passage left out (or an empty one) must not shift the numbers the model answers
-    with onto the wrong hit."""
+    with onto the wrong hit. With `about`, a clipped passage shows its sentences nearest
+    that (`excerpt`) instead of its opening."""
     allowance = pack_texts([len(h.text) for h in hits], chars)
-    return [(h, doc_from_hit(h, n)) for h, n in zip(hits, allowance) if n > 0]
+    return [(h, doc_from_hit(h, n, about=about)) for h, n in zip(hits, allowance) if n > 0]
 
 
 @STRATEGIES.register("kair")
@@ -264,7 +281,8 @@ class KAIR(Strategy):
             final = await self._collaborate(question)
         else:
             final = await self._compete(question)
-        pairs = packed(self.ranked(final), cfg.context_chars)
+        about = " ".join([question, *(f.text for f in final.known)]) if cfg.answer_excerpts else ""
+        pairs = packed(self.ranked(final), cfg.context_chars, about)
         shown, docs = [h for h, _ in pairs], [d for _, d in pairs]
         passages = [Passage(title=d.title, text=d.text) for d in docs]
         if cfg.known_first and final.known:  # also when C is empty: K is what was found
@@ -341,7 +359,7 @@ class KAIR(Strategy):
             # passage to the first search that finds it), so the order is fixed, not the
             # order in which their calls happen to finish
             plans = await asyncio.gather(*(self._candidates(question, board, i, gap) for i, gap in enumerate(gaps)))
-            found = [await self._retrieve(self._choose(c, board, gap), board, memory, i) for i, (c, gap) in enumerate(zip(plans, gaps))]
+            found = [await self._retrieve(question, self._choose(c, board, gap), board, memory, i) for i, (c, gap) in enumerate(zip(plans, gaps))]
             snapshot = board.model_copy(deep=True)
             updates = await asyncio.gather(*(self._extract(question, snapshot, query, hits, i) for i, (query, hits) in enumerate(found) if hits))
             known_before = len(board.known)
@@ -382,7 +400,7 @@ class KAIR(Strategy):
 
     async def _plan_and_retrieve(self, question: str, st: KnowledgeState, memory: SearchMemory, i: int, focus: str):
         cands = await self._candidates(question, st, i, focus)
-        return await self._retrieve(self._choose(cands, st, focus), st, memory, i)
+        return await self._retrieve(question, self._choose(cands, st, focus), st, memory, i)
 
     async def _candidates(self, question: str, st: KnowledgeState, i: int, focus: str) -> Candidates:
         cfg = self.config
@@ -393,14 +411,22 @@ class KAIR(Strategy):
         )
         return await QueryPlanner()(self.llm, plan_in, temperature, seed)
 
-    async def _retrieve(self, query: str | None, st: KnowledgeState, memory: SearchMemory, i: int) -> tuple[str | None, list[Hit]]:
-        """The chosen query (None: no search) joins the history and is searched."""
+    async def _retrieve(
+        self, question: str, query: str | None, st: KnowledgeState, memory: SearchMemory, i: int
+    ) -> tuple[str | None, list[Hit]]:
+        """The chosen query (None: no search) joins the history and is searched; with
+        `linked_docs`, the document the question, the known facts' passages or the
+        search's best two name (not read yet) follows the search's passages."""
         if query is None:
             return None, []
         st.history.append(query)
         with step("search", by_agent=i, query=query) as s:
             hits = (await memory.page(query, self.config.k)).hits
             s.outputs = {"chunk_ids": [h.chunk_id for h in hits]}
+        if self.config.linked_docs and hits:
+            sources = [memory.read[c].text for c in dict.fromkeys(f.source for f in st.known) if c in memory.read]
+            texts = [question, *sources, *(h.text for h in hits[:2])]
+            hits += await linked_hits(self.retriever, question, texts, memory, self.config.linked_docs, query)
         return query, hits
 
     def _choose(self, cands: Candidates, st: KnowledgeState, focus: str) -> str | None:
