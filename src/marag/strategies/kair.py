@@ -589,4 +589,4 @@ class KAIR(Strategy):
 register_variant(KAIR, "kair_2", "KAIR with 2 competing agents.", agents=2, calls=(10, 16))
 register_variant(KAIR, "kair_3", "KAIR with 3 competing agents.", agents=3, calls=(15, 24))
 register_variant(KAIR, "kair_collab", "KAIR with 3 collaborating agents on one blackboard.", agents=3, mode="collaboration")
-register_variant(KAIR, "kair_paper", "KAIR with only the paper's behaviour (paper=true: no support check, closing of answered gaps, known facts for the generator, search memory, gap query, agent angles or shortened reading; BM25 top 10).", paper=True)
+register_variant(KAIR, "kair_paper", "KAIR with only the paper's behaviour (paper=true: no support check, closing of answered gaps, known facts for the generator, search memory, gap query, agent angles, shortened reading, generator excerpts or linked documents; BM25 top 10).", paper=True)

@@ -3,7 +3,7 @@ shown yet, the best of them for the question first (`marag.index.links`).
 
 A multi-hop question describes its second entity instead of naming it, so no query the
 agent writes ranks that entity's article; but the first hop's article usually names it
-("... starred Paul Gross"). UniRAG and mRAG add these documents after a search without
+("... starred Paul Gross"). UniRAG, mRAG and KAIR add these documents after a search without
 a model call. A retriever over a remote engine (no chunks to match titles against, no
 subset search) links nothing."""
 
