@@ -32,7 +32,7 @@ def test_bad_settings_are_one_line_errors(sample_index, setting, expected, marag
     lines = err.strip().splitlines()
     assert lines[0] == "error: " + lines[0].removeprefix("error: ") and expected in lines[0] and len(lines) == 2
     if setting.startswith("kk"):
-        assert "valid keys: answer_max_chars, answer_recheck, answer_style, deadline_s, k," in lines[1]
+        assert "valid keys: answer_max_chars, answer_recheck, answer_style, answer_type_check, deadline_s, k," in lines[1]
 
 
 def test_empty_questions_are_refused(sample_index, tmp_path, marag):

@@ -291,7 +291,7 @@ def test_single_agent_rows_need_no_collections(tmp_path_factory, name):
 def test_paper_mode_turns_every_addition_off(index):
     cfg = RopMuraConfig(paper=True, max_agents=1, repeat_check=True)  # paper wins
     assert cfg.additions() == [] and all(getattr(cfg, k) == v for k, v in PAPER_SETTINGS.items())
-    assert RopMuraConfig().additions() == ["max_agents", "repeat_check"]
+    assert RopMuraConfig().additions() == ["answer_type_check", "max_agents", "repeat_check"]
     strat = make_strategy("ropmura_paper", ScriptedLLM(), index.retriever())
     assert isinstance(strat, RopMura) and strat.config.paper and (strat.config.pieces, strat.config.rerank_to) == (20, 5)
     # no cap on the invited owners: every owner of the top centroids is asked

@@ -53,8 +53,9 @@ class ModelServer:
                 if stub.hold_from is not None and stub.requests >= stub.hold_from:
                     stub.holding.set()
                     stub.released.wait(60)
-                user = body["messages"][-1]["content"]
-                content = json.dumps({"answer": "read passages" if "Passages:" in user else "no passages"})
+                # the whole conversation: an answer of the wrong kind is asked for again in a second turn
+                read = any("Passages:" in m["content"] for m in body["messages"] if m["role"] == "user")
+                content = json.dumps({"answer": "read passages" if read else "no passages"})
                 data = json.dumps({"choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": content}}],
                                    "usage": {"prompt_tokens": 10, "completion_tokens": 3}}).encode()  # fmt: skip
                 try:

@@ -108,7 +108,7 @@ def world(tmp_path_factory, repo, data_dir):
     gold = {q.question: q.answers[0] for q in load_dataset("hotpotqa_train100", data_dir).questions[:3]}
 
     def reply(messages, output):  # right without passages (llm_only), wrong with them: the strategies disagree
-        user = messages[-1]["content"]
+        user = next(m["content"] for m in messages if m["role"] == "user")  # the question's turn, also when asked again
         q = next(q for q in gold if q in user)
         return {"answer": gold[q] if "Passages:" not in user else "a guess <script>alert(1)</script>"}
 

@@ -54,6 +54,7 @@ def test_vanilla_rag_reads_top_k_and_cites_them(sample_index):
         "answer_style": "short",
         "answer_max_chars": None,
         "answer_recheck": False,
+        "answer_type_check": True,
         "max_llm_calls": 80,
         "max_tokens": 60_000,
         "deadline_s": 900.0,
@@ -177,6 +178,58 @@ def test_the_recheck_is_a_setting_and_off_in_every_paper_mode(sample_index):
         paper, ours = config(paper=True, answer_recheck=True), config(answer_recheck=True)
         assert paper.style().recheck is False and ours.style().recheck is True, name  # paper mode wins
         assert "answer_recheck" in ours.additions() and "answer_recheck" not in paper.additions()
+
+
+def test_the_kind_of_answer_a_question_asks_for_is_decided_by_its_words():
+    from marag.agents.answer_types import asked_kind, wrong_kind
+
+    kinds = {
+        "When did the country where Clonbrook is located become a member of CARICOM?": "date",
+        "In what year was the man who resigned as president of Israel born?": "date",
+        "How many Publix stores are in Tennessee?": "quantity",
+        "How old was the founder of Nintendo when he died?": "quantity",
+        "Are Lilu and Gallu both demons?": "yes_no",
+        "Is Gallu or Lilu older?": None,  # offers the candidates: a name is asked
+        "Who was president when Iowa became a state?": None,  # "when" inside: a person is asked
+        "What is the Edsa Shangri-La an instance of?": None,
+    }
+    for question, kind in kinds.items():
+        assert getattr(asked_kind(question), "name", None) == kind, question
+    assert wrong_kind("When did Guyana join CARICOM?", "Guyana").name == "date"
+    assert wrong_kind("How many times was he premier?", "No").name == "quantity"
+    assert wrong_kind("Are Lilu and Gallu both demons?", "Both are demons.").name == "yes_no"
+    for question, answer in [
+        ("When did Guyana join CARICOM?", "1 August 1973"),
+        ("When was the abbey built?", "in the 12th century"),
+        ("When was the abbey built?", "in May"),
+        ("How many times was he premier?", "twice"),
+        ("Are Lilu and Gallu both demons?", "yes, both are"),
+        ("When did Guyana join CARICOM?", "The passages do not say."),  # asked again, it would guess
+        ("When did Guyana join CARICOM?", "I don't know"),
+        ("Who founded Guyana?", "Guyana"),  # not a kind a few words decide
+    ]:
+        assert wrong_kind(question, answer) is None, (question, answer)
+
+
+def test_an_answer_not_of_the_kind_asked_is_asked_for_once_more_by_default(sample_index):
+    q = "When did the country where Clonbrook is located become a member of CARICOM?"
+    llm = ScriptedLLM([{"answer": "Guyana"}, {"answer": "1 August 1973"}])
+    strat = make_strategy("vanilla_rag", llm, sample_index.retriever("bm25"))
+    ans = asyncio.run(strat.run(q))
+    assert ans.answer == "1 August 1973" and len(llm.calls) == 2
+    note = llm.calls[1].messages[-1]["content"]
+    assert "a date or a year" in note and '"Guyana" is not one' in note
+    step = next(s for s in ans.trace.steps if s.agent == "answerer")
+    assert step.outputs["rechecked"]["first"] == {"answer": "Guyana"}
+    # of the kind asked: one call; off, or in a paper mode: one call
+    for settings, first in [({}, "1973"), ({"answer_type_check": False}, "Guyana")]:
+        once = ScriptedLLM([{"answer": first}])
+        assert asyncio.run(make_strategy("vanilla_rag", once, sample_index.retriever("bm25"), settings).run(q)).answer == first
+        assert len(once.calls) == 1
+    for name in ("mrag", "unirag", "kair", "ropmura", "ginger"):
+        config = STRATEGIES.get(name).Config
+        assert config().style().type_check is True and config(paper=True).style().type_check is False, name
+        assert "answer_type_check" in config().additions() and "answer_type_check" not in config(paper=True).additions()
 
 
 def test_run_many_keeps_order_and_separate_traces(sample_index):

@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 
 from pydantic import BaseModel, Field
 
+from marag.agents.answer_types import wrong_kind
 from marag.agents.base import Agent, narrowed
 from marag.agents.layout import laid_out, numbered_passages
 from marag.errors import StructuredOutputError
@@ -28,6 +29,7 @@ class AnswerStyle:
     instruction: str  # one sentence of every answering prompt
     max_tokens: int  # room for max_chars plus the JSON around it
     recheck: bool = False  # a short answer that repeats a name from the question is asked for again
+    type_check: bool = False  # a short answer not of the kind asked (a name for "When ...?") is asked for again
 
     def with_max_chars(self, max_chars: int | None) -> "AnswerStyle":
         if not max_chars:
@@ -115,17 +117,25 @@ class StyledAnswer:
         return out.model_copy(update={"answer": clean or out.answer})
 
     def recheck(self, inp: BaseModel, out: BaseModel) -> str | None:
-        """A short answer that only repeats a name the question gives is asked for once
-        more, told so (see `echoes_question`); long answers restate the question by design."""
+        """A short answer is asked for once more, told why, when it only repeats a name
+        the question gives (`echoes_question`, with `style.recheck`) or is not of the
+        kind the question asks for (`answer_types.wrong_kind`, with `style.type_check`).
+        Long answers restate the question by design and are not checked."""
         question, answer = getattr(inp, "question", None), getattr(out, "answer", None)
-        if self.style.name != "short" or not self.style.recheck or not isinstance(question, str) or not isinstance(answer, str):
+        if self.style.name != "short" or not isinstance(question, str) or not isinstance(answer, str):
             return None
-        if not echoes_question(question, answer):
-            return None
-        return (
-            f'"{answer}" is named in the question itself, so it is not what the question asks for. '
-            "Read again and reply with what the question asks for, as JSON."
-        )
+        if self.style.recheck and echoes_question(question, answer):
+            return (
+                f'"{answer}" is named in the question itself, so it is not what the question asks for. '
+                "Read again and reply with what the question asks for, as JSON."
+            )
+        kind = wrong_kind(question, answer) if self.style.type_check else None
+        if kind is not None:
+            return (
+                f'The question asks for {kind.wanted}, and "{answer}" is not one. Read again and reply with '
+                f"{kind.wanted} that answers the question, as JSON."
+            )
+        return None
 
     def salvage(self, error: StructuredOutputError, default: str = FALLBACK_ANSWER) -> AnswerOutput:
         raw = _ANSWER_PREFIX.sub("", " ".join(error.raw.split())).strip(' "}')
