@@ -8,9 +8,9 @@ the bridge entity instead of the question: "Guyana" for "When did the country wh
 Clonbrook is located become a member of CARICOM?", "Louis Armstrong" for "When did the
 spouse of Lil Hardin Armstrong make What a Wonderful World?".
 
-Measured offline over every 1.5B run of the last sessions (HotpotQA and MuSiQue, all
-strategies): 104 questions of these three kinds, 15 answers not of the kind asked, none
-of them right (all 15 F1 0), and no right answer flagged.
+Measured offline over the default model's runs of the last sessions (HotpotQA and
+MuSiQue, all strategies, 604 answers): 107 answers to questions of these three kinds,
+12 of them not of the kind asked, none right (all F1 0), and no right answer flagged.
 """
 
 from __future__ import annotations
