@@ -473,6 +473,22 @@ def test_cited_context_keeps_what_facts_cite_and_the_best_new_passages_without_a
     assert KAIRConfig(paper=True, context="cited").context == "filter"  # the paper's filter role
 
 
+def test_cited_context_keeps_the_document_a_title_link_joined(retriever):
+    """context='cited' with linked_docs: the author's page, joined by title link, enters C
+    in cycle 1 although no fact cites it yet (the update here only reads the novel)."""
+
+    def novel_only(user: str) -> dict:
+        p = numbered(user)
+        fact = {"text": "Salt Winter was written by Maren Holt", "passage": p["Salt Winter"], "status": "new"}
+        return {"facts": [fact], "closed": [], "new_gaps": [GAP2]}
+
+    no_filter = lambda u: pytest.fail("context='cited' makes no filter call")  # noqa: E731
+    ans = run("kair", llm(update=novel_only, keep=no_filter), retriever, {"context": "cited", "keep_top": 0, "linked_docs": 1, "max_steps": 1})
+    assert steps(ans, "context_applied")[0].outputs["kept"] == ["salt-winter#0", "holt#0"]
+    off = run("kair", llm(update=novel_only, keep=no_filter), retriever, {"context": "cited", "keep_top": 0, "max_steps": 1})
+    assert steps(off, "context_applied")[0].outputs["kept"] == ["salt-winter#0"]
+
+
 def test_gaps_that_are_not_words_are_not_opened(retriever):
     """The 1.5B wrote a gap's number or a scrap of a passage ("/70's") as a new gap: it
     would be searched for and never close, so it is not added to Required."""

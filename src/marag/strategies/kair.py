@@ -150,7 +150,8 @@ class KAIRConfig(PaperSwitch, AnsweringConfig):
     agent_temperature: float = Field(default=0.7, ge=0.0, le=2.0)
     # How C is refined: "filter", the paper's contextual-filtering role (a call that reads
     # the new passages again, and C again when K changed); "cited" (ours), no call: C
-    # gains the passages the new facts cite plus the search's `keep_top` best new ones.
+    # gains the passages the new facts cite plus the search's `keep_top` best new ones
+    # and the documents a title link joined (`linked_docs`).
     context: Literal["filter", "cited"] = "filter"
     keep_top: int = Field(default=2, ge=0, le=20)
     # -- needed in every mode: prompts must fit the model's context --
@@ -426,7 +427,9 @@ class KAIR(Strategy):
         if self.config.linked_docs and hits:
             sources = [memory.read[c].text for c in dict.fromkeys(f.source for f in st.known) if c in memory.read]
             texts = [question, *sources, *(h.text for h in hits[:2])]
-            hits += await linked_hits(self.retriever, question, texts, memory, self.config.linked_docs, query)
+            more = await linked_hits(self.retriever, question, texts, memory, self.config.linked_docs, query)
+            st.linked += [h.chunk_id for h in more]
+            hits += more
         return query, hits
 
     def _choose(self, cands: Candidates, st: KnowledgeState, focus: str) -> str | None:
@@ -523,12 +526,15 @@ class KAIR(Strategy):
         return await self._filter(question, st, hits, i, refilter=len(st.known) > known_before)
 
     def _keep_cited(self, st: KnowledgeState, hits: list[Hit], i: int, known_before: int) -> bool:
-        """C gains the passages the facts just learned cite, and the `keep_top` best new
-        passages of the search (a bridge page may state nothing the update picked up).
-        Nothing leaves C, and no model reads the passages a second time."""
+        """C gains the passages the facts just learned cite, the `keep_top` best new
+        passages of the search (a bridge page may state nothing the update picked up) and
+        the documents joined by title link (`linked_docs`: the next hop, whether or not
+        the update stated anything from it yet). Nothing leaves C, and no model reads the
+        passages a second time."""
         cited = {f.source for f in st.known[known_before:]}
         new = [h for h in hits if h.chunk_id not in st.context]
-        chosen = [h for h in new if h.chunk_id in cited] + [h for h in new[: self.config.keep_top] if h.chunk_id not in cited]
+        top = {h.chunk_id for h in new[: self.config.keep_top]} | set(st.linked)
+        chosen = [h for h in new if h.chunk_id in cited] + [h for h in new if h.chunk_id in top and h.chunk_id not in cited]
         st.context.update((h.chunk_id, h) for h in chosen)
         with step("context_applied", by_agent=i) as s:
             s.outputs = {"refiltered": False, "kept": [h.chunk_id for h in chosen], "dropped": [], "context": list(st.context)}

@@ -19,6 +19,7 @@ class KnowledgeState(BaseModel):
     required: list[str] = Field(default_factory=list)
     history: list[str] = Field(default_factory=list)
     context: dict[str, Hit] = Field(default_factory=dict)  # chunk id -> passage, in the order kept
+    linked: list[str] = Field(default_factory=list)  # chunk ids joined by title link (`linked_docs`)
     cycles: int = 0
 
     def known_lines(self) -> list[str]:
