@@ -16,7 +16,7 @@ from marag.index.pipeline import index_corpus
 from marag.index.store import IndexConfig
 from marag.llm import ScriptedLLM
 from marag.strategies import make_strategy
-from marag.strategies.kair import KAIR, PAPER_SETTINGS, KAIRConfig, answers, grounded, supported
+from marag.strategies.kair import KAIR, PAPER_SETTINGS, KAIRConfig, answers, grounded, leap_supported, supported
 from twohop import DOCS, QUESTION, bm25_retriever, numbered
 
 GAP2 = "Where did Maren Holt grow up?"
@@ -402,7 +402,7 @@ def test_paper_mode_turns_every_addition_off(retriever):
     cfg = KAIRConfig(paper=True, support_check=True, memory=True, gap_as_query=True, agent_angles=True)  # paper wins
     assert cfg.additions() == [] and all(getattr(cfg, k) == v for k, v in PAPER_SETTINGS.items())
     assert KAIRConfig().additions() == [
-        "answer_type_check", "support_check", "close_answered", "known_first", "memory", "gap_as_query", "agent_angles", "filter_chars", "update_chars",
+        "answer_type_check", "support_check", "leap_check", "close_answered", "known_first", "memory", "gap_as_query", "agent_angles", "filter_chars", "update_chars",
         "answer_excerpts", "linked_docs",
     ]  # fmt: skip
     assert (KAIRConfig().context_chars, KAIRConfig(paper=True).context_chars) == (3000, 6000)
@@ -487,6 +487,44 @@ def test_cited_context_keeps_the_document_a_title_link_joined(retriever):
     assert steps(ans, "context_applied")[0].outputs["kept"] == ["salt-winter#0", "holt#0"]
     off = run("kair", llm(update=novel_only, keep=no_filter), retriever, {"context": "cited", "keep_top": 0, "max_steps": 1})
     assert steps(off, "context_applied")[0].outputs["kept"] == ["salt-winter#0"]
+
+
+def test_an_answer_put_in_the_questions_words_from_a_page_that_does_not_say_it_is_a_leap(retriever):
+    """leap_check: "The author of Salt Winter was raised in Herring", from the page on
+    herring, restates the question with one word added that its page has; the support
+    check passes it, but its page holds 2 of its 5 content words, so it is not learned
+    and the question stays open (a second cycle finds Maren Holt). Off, it closes the
+    question in cycle 1 and is the answer."""
+
+    def leaping(user: str) -> dict:
+        p = numbered(user)
+        if "Herring" in p and "Salt Winter" in p:
+            fact = {"text": "The author of Salt Winter was raised in Herring", "passage": p["Herring"], "status": "new"}
+            return {"facts": [fact, {"text": "Salt Winter was written by Maren Holt", "passage": p["Salt Winter"], "status": "new"}],
+                    "closed": [], "new_gaps": [GAP2]}  # fmt: skip
+        return updater(user)
+
+    def answer_from_known(messages, output):
+        user = messages[-1]["content"]
+        if output.__name__ == "AnswerOutput":
+            return {"answer": "Herring" if "raised in Herring" in user else "Brekke" if "Brekke" in user else "unknown"}
+        return {"Candidates": planner, "Update": leaping, "Kept": keep_relevant, "Verdict": moderate}[output.__name__](user)
+
+    herring = DOCS[3][1] + " " + DOCS[3][2]
+    assert supported("The author of Salt Winter was raised in Herring", herring, QUESTION)  # the one word it adds is there
+    assert not leap_supported("The author of Salt Winter was raised in Herring", herring)
+    holt = DOCS[1][1] + " " + DOCS[1][2]
+    assert leap_supported("Maren Holt grew up in Brekke", holt)
+    # what is known is the bridge: the author's page never names the novel
+    assert not leap_supported("The author of Salt Winter was raised in Brekke", holt)
+    assert leap_supported("The author of Salt Winter was raised in Brekke", holt, "Salt Winter was written by Maren Holt")
+    ans = run("kair", ScriptedLLM(fn=answer_from_known), retriever)
+    applied = steps(ans, "knowledge_applied")
+    assert applied[0].outputs["discarded_leaps"] == ["The author of Salt Winter was raised in Herring"]
+    assert applied[0].outputs["added"] == ["Salt Winter was written by Maren Holt"] and QUESTION in applied[0].outputs["required"]
+    assert ans.usage["cycles"] == 2 and ans.answer == "Brekke"
+    off = run("kair", ScriptedLLM(fn=answer_from_known), retriever, {"leap_check": False})
+    assert steps(off, "knowledge_applied")[0].outputs["closed"] == [QUESTION] and off.answer == "Herring"
 
 
 def test_gaps_that_are_not_words_are_not_opened(retriever):

@@ -99,6 +99,7 @@ from marag.trace import record_read, step
 PAPER_SETTINGS: dict[str, Any] = {
     **ANSWER_PAPER_SETTINGS,
     "support_check": False,
+    "leap_check": False,
     "close_answered": False,
     "known_first": False,
     "memory": False,
@@ -174,6 +175,13 @@ class KAIRConfig(PaperSwitch, AnsweringConfig):
     paper: bool = False  # only the paper's behaviour: PAPER_SETTINGS
     # -- our additions (module docstring) --
     support_check: bool = True
+    # a fact that restates the question or an open gap with an answer added claims that
+    # answer, so its passage and the known facts must hold most of ALL its content words
+    # (`leap_supported`), not only the ones it adds: the 1.5B wrote the question's words around a name from an
+    # unrelated page ("Chloë Leland directed the film that was shot in or around Leland,
+    # North Carolina in 1986", from Chloë Leland's page), which passed the support check
+    # on its one new word, closed the question in cycle 1, and became the answer
+    leap_check: bool = True
     # a gap closes when a fact just learned restates it with something added (the answer):
     # with the default model the update stated the answer as a fact and left the question
     # open, so KAIR searched on, its C filled with junk, and the generator answered from
@@ -216,6 +224,15 @@ _NO_ANSWER = re.compile(
     r"|(?:does|do|did) not (?:say|mention|state|specify))\b",
     re.IGNORECASE,
 )
+
+
+def leap_supported(fact: str, passage: str, known: str = "", share: float = 0.6) -> bool:
+    """A fact that claims a gap's answer is backed as a whole by its passage and what is
+    already known (the bridge a multi-hop answer rests on): most of its content words
+    occur there, the gap's words included (60%: a passage words a relation its own way).
+    "The last time the Olympics were held in the country that released Han Vodka was
+    2018", from a page that never names the vodka and with nothing known, is a leap."""
+    return supported(fact, f"{passage} {known}", share=share)
 
 
 def answers(fact: str, gap: str, share: float = 0.8) -> bool:
@@ -484,7 +501,8 @@ class KAIR(Strategy):
         known = {flattened(f.text) for f in st.known}
         # the passages' titles by content words: "The Amri language" is the title "Amri language"
         titles = {t for h in hits if (t := query_terms(h.title))}
-        added, conflicts, unsupported = [], [], []
+        added, conflicts, unsupported, leaps = [], [], [], []
+        claims = [question, *gaps_then] if self.config.leap_check else []
         for f in update.facts:
             if not 1 <= f.passage <= len(hits) or not f.text.strip():
                 continue
@@ -495,6 +513,10 @@ class KAIR(Strategy):
                 continue
             elif self.config.support_check and (query_terms(f.text) in titles or not supported(f.text, f"{hit.title} {hit.text}", question)):
                 unsupported.append(f.text)  # invented, a restated question, or only a passage's title
+            elif any(answers(f.text, g) for g in claims) and not leap_supported(
+                f.text, f"{hit.title} {hit.text}", " ".join(k.text for k in st.known)
+            ):
+                leaps.append(f.text)  # an answer put in the question's words, from a page that does not say it
             else:
                 st.known.append(Fact(text=f.text.strip(), source=hit.chunk_id))
                 known.add(flattened(f.text))
@@ -513,7 +535,7 @@ class KAIR(Strategy):
                     and repeated(gap, [*st.required, *closed]) is None):  # fmt: skip
                 st.required.append(gap)
         with step("knowledge_applied") as s:
-            s.outputs = {"added": added, "discarded_conflicts": conflicts, "discarded_unsupported": unsupported,
+            s.outputs = {"added": added, "discarded_conflicts": conflicts, "discarded_unsupported": unsupported, "discarded_leaps": leaps,
                          "closed": sorted(closed), "answered": sorted(answered - named), "kept_open": sorted(named - closed),
                          "required": list(st.required)}  # fmt: skip
         return bool(added) or st.required != before
