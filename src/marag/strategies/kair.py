@@ -36,7 +36,9 @@ then one filter call updates C.
 
 Our additions (each off with `paper=true`, `kair_paper`): `support_check` (at least 75%
 of what a fact adds to the question must be in the passage it cites, and a passage's
-title alone is not a fact), `close_answered` (a gap also closes when a new fact restates
+title alone is not a fact), `leap_check` (a fact that restates the question or a gap
+with an answer added must be backed as a whole, 60% of its content words, by its
+passage and the known facts), `close_answered` (a gap also closes when a new fact restates
 it with the answer added, and does not reopen in the same update), `known_first` (the
 generator reads K before C), `memory` (a retrieval returns only passages no earlier
 retrieval of the question returned), `gap_as_query`
@@ -617,4 +619,4 @@ class KAIR(Strategy):
 register_variant(KAIR, "kair_2", "KAIR with 2 competing agents.", agents=2, calls=(10, 16))
 register_variant(KAIR, "kair_3", "KAIR with 3 competing agents.", agents=3, calls=(15, 24))
 register_variant(KAIR, "kair_collab", "KAIR with 3 collaborating agents on one blackboard.", agents=3, mode="collaboration")
-register_variant(KAIR, "kair_paper", "KAIR with only the paper's behaviour (paper=true: no support check, closing of answered gaps, known facts for the generator, search memory, gap query, agent angles, shortened reading, generator excerpts or linked documents; BM25 top 10).", paper=True)
+register_variant(KAIR, "kair_paper", "KAIR with only the paper's behaviour (paper=true: no support or leap check, answer type check, closing of answered gaps, known facts for the generator, search memory, gap query, agent angles, shortened reading, generator excerpts or linked documents; BM25 top 10).", paper=True)
