@@ -402,7 +402,7 @@ def test_paper_mode_turns_every_addition_off(retriever):
     cfg = KAIRConfig(paper=True, support_check=True, memory=True, gap_as_query=True, agent_angles=True)  # paper wins
     assert cfg.additions() == [] and all(getattr(cfg, k) == v for k, v in PAPER_SETTINGS.items())
     assert KAIRConfig().additions() == [
-        "answer_type_check", "support_check", "leap_check", "close_answered", "known_first", "memory", "gap_as_query", "agent_angles", "filter_chars", "update_chars",
+        "answer_type_check", "support_check", "close_answered", "known_first", "memory", "gap_as_query", "agent_angles", "filter_chars", "update_chars",
         "answer_excerpts", "linked_docs",
     ]  # fmt: skip
     assert (KAIRConfig().context_chars, KAIRConfig(paper=True).context_chars) == (3000, 6000)
@@ -490,7 +490,7 @@ def test_cited_context_keeps_the_document_a_title_link_joined(retriever):
 
 
 def test_an_answer_put_in_the_questions_words_from_a_page_that_does_not_say_it_is_a_leap(retriever):
-    """leap_check: "The author of Salt Winter was raised in Herring", from the page on
+    """leap_check (off by default): "The author of Salt Winter was raised in Herring", from the page on
     herring, restates the question with one word added that its page has; the support
     check passes it, but its page holds 2 of its 5 content words, so it is not learned
     and the question stays open (a second cycle finds Maren Holt). Off, it closes the
@@ -518,12 +518,12 @@ def test_an_answer_put_in_the_questions_words_from_a_page_that_does_not_say_it_i
     # what is known is the bridge: the author's page never names the novel
     assert not leap_supported("The author of Salt Winter was raised in Brekke", holt)
     assert leap_supported("The author of Salt Winter was raised in Brekke", holt, "Salt Winter was written by Maren Holt")
-    ans = run("kair", ScriptedLLM(fn=answer_from_known), retriever)
+    ans = run("kair", ScriptedLLM(fn=answer_from_known), retriever, {"leap_check": True})
     applied = steps(ans, "knowledge_applied")
     assert applied[0].outputs["discarded_leaps"] == ["The author of Salt Winter was raised in Herring"]
     assert applied[0].outputs["added"] == ["Salt Winter was written by Maren Holt"] and QUESTION in applied[0].outputs["required"]
     assert ans.usage["cycles"] == 2 and ans.answer == "Brekke"
-    off = run("kair", ScriptedLLM(fn=answer_from_known), retriever, {"leap_check": False})
+    off = run("kair", ScriptedLLM(fn=answer_from_known), retriever)  # the default
     assert steps(off, "knowledge_applied")[0].outputs["closed"] == [QUESTION] and off.answer == "Herring"
 
 
