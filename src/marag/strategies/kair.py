@@ -36,9 +36,9 @@ then one filter call updates C.
 
 Our additions (each off with `paper=true`, `kair_paper`): `support_check` (at least 75%
 of what a fact adds to the question must be in the passage it cites, and a passage's
-title alone is not a fact), `leap_check` (off by default; a fact that restates the question or a gap
-with an answer added must be backed as a whole, 60% of its content words, by its
-passage and the known facts), `close_answered` (a gap also closes when a new fact restates
+title alone is not a fact), `leap_check` (off by default; a fact that restates the
+question or a gap with an answer added must be backed as a whole, 60% of its content
+words, by its passage and the known facts), `close_answered` (a gap also closes when a new fact restates
 it with the answer added, and does not reopen in the same update), `known_first` (the
 generator reads K before C), `memory` (a retrieval returns only passages no earlier
 retrieval of the question returned), `gap_as_query`
@@ -179,8 +179,8 @@ class KAIRConfig(PaperSwitch, AnsweringConfig):
     support_check: bool = True
     # a fact that restates the question or an open gap with an answer added claims that
     # answer, so its passage and the known facts must hold most of ALL its content words
-    # (`leap_supported`), not only the ones it adds: the 1.5B wrote the question's words around a name from an
-    # unrelated page ("Chloë Leland directed the film that was shot in or around Leland,
+    # (`leap_supported`), not only the ones it adds: the 1.5B wrote the question's words
+    # around a name from an unrelated page ("Chloë Leland directed the film that was shot in or around Leland,
     # North Carolina in 1986", from Chloë Leland's page), which passed the support check
     # on its one new word, closed the question in cycle 1, and became the answer. Off by
     # default: on MuSiQue 75-86 (n=12) it fired on 4 questions and changed F1 by +.008
@@ -511,15 +511,14 @@ class KAIR(Strategy):
             if not 1 <= f.passage <= len(hits) or not f.text.strip():
                 continue
             hit = hits[f.passage - 1]
+            page = f"{hit.title} {hit.text}"
             if f.status == "conflict":
                 conflicts.append(f.text)
             elif flattened(f.text) in known:
                 continue
-            elif self.config.support_check and (query_terms(f.text) in titles or not supported(f.text, f"{hit.title} {hit.text}", question)):
+            elif self.config.support_check and (query_terms(f.text) in titles or not supported(f.text, page, question)):
                 unsupported.append(f.text)  # invented, a restated question, or only a passage's title
-            elif any(answers(f.text, g) for g in claims) and not leap_supported(
-                f.text, f"{hit.title} {hit.text}", " ".join(k.text for k in st.known)
-            ):
+            elif any(answers(f.text, g) for g in claims) and not leap_supported(f.text, page, " ".join(k.text for k in st.known)):
                 leaps.append(f.text)  # an answer put in the question's words, from a page that does not say it
             else:
                 st.known.append(Fact(text=f.text.strip(), source=hit.chunk_id))
