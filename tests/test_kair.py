@@ -402,7 +402,7 @@ def test_paper_mode_turns_every_addition_off(retriever):
     cfg = KAIRConfig(paper=True, support_check=True, memory=True, gap_as_query=True, agent_angles=True)  # paper wins
     assert cfg.additions() == [] and all(getattr(cfg, k) == v for k, v in PAPER_SETTINGS.items())
     assert KAIRConfig().additions() == [
-        "answer_type_check", "support_check", "close_answered", "known_first", "memory", "gap_as_query", "agent_angles", "filter_chars", "update_chars",
+        "answer_type_check", "support_check", "close_answered", "known_first", "drop_claims", "memory", "gap_as_query", "agent_angles", "filter_chars", "update_chars",
         "answer_excerpts", "linked_docs",
     ]  # fmt: skip
     assert (KAIRConfig().context_chars, KAIRConfig(paper=True).context_chars) == (3000, 6000)
@@ -523,8 +523,11 @@ def test_an_answer_put_in_the_questions_words_from_a_page_that_does_not_say_it_i
     assert applied[0].outputs["discarded_leaps"] == ["The author of Salt Winter was raised in Herring"]
     assert applied[0].outputs["added"] == ["Salt Winter was written by Maren Holt"] and QUESTION in applied[0].outputs["required"]
     assert ans.usage["cycles"] == 2 and ans.answer == "Brekke"
-    off = run("kair", ScriptedLLM(fn=answer_from_known), retriever)  # the default
-    assert steps(off, "knowledge_applied")[0].outputs["closed"] == [QUESTION] and off.answer == "Herring"
+    # off (the default), the leap closes the question in cycle 1; read as known it is
+    # the answer, and `drop_claims` (the default) leaves it out of the generator's K
+    for config, answer in (({"drop_claims": False}, "Herring"), ({}, "Brekke")):
+        off = run("kair", ScriptedLLM(fn=answer_from_known), retriever, config)
+        assert steps(off, "knowledge_applied")[0].outputs["closed"] == [QUESTION] and off.answer == answer, config
 
 
 def test_gaps_that_are_not_words_are_not_opened(retriever):
@@ -580,3 +583,26 @@ def test_a_clipped_context_shows_the_generator_the_sentences_nearest_what_is_kno
         generator = next(c.messages[-1]["content"] for c in model.calls if c.output_model.__name__ == "AnswerOutput")
         shown = generator.split("Maren Holt (1871-1950)", 1)[1]
         assert ("grew up in Brekke" in shown) is excerpts and [s.doc_id for s in ans.sources] == ["salt-winter", "holt"]
+
+
+def test_a_claim_is_read_from_its_passage_not_as_known(retriever):
+    """A known fact that restates the question with an answer added is the update's guess
+    at the answer (`drop_claims`): the generator reads C without it, the other known facts
+    still first. With the option off, or with an empty C, it is read as known."""
+    claim = "The author of Salt Winter was raised in Brekke"
+
+    def update(user):
+        p = numbered(user)
+        if "Maren Holt" in p:
+            return {"facts": [{"text": claim, "passage": p["Maren Holt"], "status": "new"}], "closed": [], "new_gaps": []}
+        return updater(user)
+
+    nothing_kept = lambda u: {"keep": []}  # noqa: E731
+    for config, keep, dropped in (({}, keep_relevant, True), ({"drop_claims": False}, keep_relevant, False), ({}, nothing_kept, False)):
+        model = llm(update=update, keep=keep)
+        ans = run("kair", model, retriever, {"max_steps": 3, **config})
+        assert [s.outputs["known"] for s in steps(ans, "state")][-1] == ["Salt Winter was written by Maren Holt", claim]
+        gen = next(c.messages[-1]["content"] for c in model.calls if c.output_model.__name__ == "AnswerOutput")
+        assert ("Salt Winter was written by Maren Holt" in gen) and (claim in gen) is not dropped, config
+        assert steps(ans, "generator")[0].outputs["claims_dropped"] == ([claim] if dropped else []), config
+        assert (DOCS[1][2] in gen) is (keep is keep_relevant) and ans.answer == "Brekke"
