@@ -403,7 +403,7 @@ def test_paper_mode_turns_every_addition_off(retriever):
     assert cfg.additions() == [] and all(getattr(cfg, k) == v for k, v in PAPER_SETTINGS.items())
     assert KAIRConfig().additions() == [
         "answer_type_check", "support_check", "close_answered", "known_first", "drop_claims", "memory", "gap_as_query", "agent_angles", "filter_chars", "update_chars",
-        "answer_excerpts", "linked_docs",
+        "answer_excerpts", "answer_passages", "linked_docs",
     ]  # fmt: skip
     assert (KAIRConfig().context_chars, KAIRConfig(paper=True).context_chars) == (3000, 6000)
     strat = make_strategy("kair_paper", llm(), retriever)
@@ -606,3 +606,24 @@ def test_a_claim_is_read_from_its_passage_not_as_known(retriever):
         assert ("Salt Winter was written by Maren Holt" in gen) and (claim in gen) is not dropped, config
         assert steps(ans, "generator")[0].outputs["claims_dropped"] == ([claim] if dropped else []), config
         assert (DOCS[1][2] in gen) is (keep is keep_relevant) and ans.answer == "Brekke"
+
+
+def test_the_generator_reads_the_passages_of_c_the_question_ranks_highest(retriever):
+    """answer_passages: C holds all four pages; the generator reads the two the question
+    ranks highest (the run's retriever searching only C), not all of C in the order the
+    facts were learned. A retriever that cannot search a subset keeps C's first two;
+    `None` (the paper) reads all of C."""
+    keep_all = lambda u: {"keep": list(numbered(u.split("Passages:\n", 1)[1]).values())}  # noqa: E731
+
+    class Plain:  # a retriever over a remote engine: search, no subsets
+        name = "plain"
+
+        def search(self, query, k=10, offset=0):
+            return retriever.search(query, k, offset)
+
+    for source, n, shown in ((retriever, 2, ["olympics", "salt-winter"]), (Plain(), 2, ["salt-winter", "holt"]), (retriever, None, ["salt-winter", "holt", "olympics", "herring"])):
+        ans = run("kair", llm(keep=keep_all), source, {"answer_passages": n})
+        assert ans.usage["context"] == 4 and [s.doc_id for s in ans.sources] == shown, (source, n)
+        nearest = steps(ans, "answer_passages")
+        assert [s.outputs["chunk_ids"] for s in nearest] == ([[f"{d}#0" for d in shown]] if source is retriever and n else []), (source, n)
+        assert ans.answer == "Brekke"  # what is known still comes first
