@@ -608,11 +608,14 @@ def test_a_claim_is_read_from_its_passage_not_as_known(retriever):
         assert (DOCS[1][2] in gen) is (keep is keep_relevant) and ans.answer == "Brekke"
 
 
-def test_the_generator_reads_the_passages_of_c_the_question_ranks_highest(retriever):
-    """answer_passages: C holds all four pages; the generator reads the two the question
-    ranks highest (the run's retriever searching only C), not all of C in the order the
-    facts were learned. A retriever that cannot search a subset keeps C's first two;
-    `None` (the paper) reads all of C."""
+def test_the_generator_reads_the_passages_of_c_the_question_and_the_known_facts_rank_highest(retriever):
+    """answer_passages: C holds all four pages; the generator reads the two that the
+    question and the known facts rank highest (the run's retriever searching only C), not
+    all of C in the order the facts were learned. The question alone would rank the
+    Olympics page first; the known facts name the author, whose page then comes first.
+    A retriever that cannot search a subset keeps C's first two; `None` (the paper)
+    reads all of C."""
+    assert retriever.search(QUESTION, 1)[0].doc_id == "olympics"
     keep_all = lambda u: {"keep": list(numbered(u.split("Passages:\n", 1)[1]).values())}  # noqa: E731
 
     class Plain:  # a retriever over a remote engine: search, no subsets
@@ -621,7 +624,7 @@ def test_the_generator_reads_the_passages_of_c_the_question_ranks_highest(retrie
         def search(self, query, k=10, offset=0):
             return retriever.search(query, k, offset)
 
-    for source, n, shown in ((retriever, 2, ["olympics", "salt-winter"]), (Plain(), 2, ["salt-winter", "holt"]), (retriever, None, ["salt-winter", "holt", "olympics", "herring"])):
+    for source, n, shown in ((retriever, 2, ["holt", "salt-winter"]), (Plain(), 2, ["salt-winter", "holt"]), (retriever, None, ["salt-winter", "holt", "olympics", "herring"])):
         ans = run("kair", llm(keep=keep_all), source, {"answer_passages": n})
         assert ans.usage["context"] == 4 and [s.doc_id for s in ans.sources] == shown, (source, n)
         nearest = steps(ans, "answer_passages")

@@ -19,7 +19,7 @@ refined context C (passages, verbatim). One cycle:
 It repeats until Required is empty, the optional `moderator` scores C at or above
 `moderator_threshold`, a cycle cannot find a non-redundant query, or `max_steps` cycles
 ran. The generator reads C packed into `context_chars` characters: with
-`answer_passages`, the passages of C the question ranks highest, best first; else all of
+`answer_passages`, the passages of C the question and K rank highest, best first; else all of
 C, passages that support a known fact first (with `known_first`, the known facts come
 before them, outside that limit); with nothing to read it answers closed-book, which the trace's generator
 step and the answer's details record (`closed_book`).
@@ -51,8 +51,8 @@ relevance is the share of its words that its gap or a known fact gives),
 `filter_chars` (the contextual filter reads each passage's first 250 characters),
 `update_chars` (the knowledge update reads each new passage's sentences nearest the
 query, the open gaps and the question, within 300 characters), `answer_passages` (the
-generator reads the 5 passages of C the question ranks highest, the run's retriever
-searching only C), `answer_excerpts` (a
+generator reads the 5 passages of C that the question and the known facts rank highest,
+the run's retriever searching only C), `answer_excerpts` (a
 passage of C clipped for the generator shows its sentences nearest the question and the
 known facts) and `linked_docs` (after a search, the unread document that the question,
 the known facts' passages or the search's best two name by title follows the search's
@@ -207,11 +207,14 @@ class KAIRConfig(PaperSwitch, AnsweringConfig):
     # replayed): 9 questions had a claim, none right; F1 .193 -> .243 (3 better, 1 worse);
     # leaving out all of K instead: .201
     drop_claims: bool = True
-    # the generator reads the `answer_passages` passages of C the question ranks highest
-    # (the run's retriever searching only C), not all of C clipped: C held 10-19 passages,
-    # each cut to ~250 characters in 3,000, and KAIR with recall .92 answered worse than
-    # one-shot top 5 (HotpotQA 75-86, n=12: F1 .367 vs k5 .567; final reads replayed with
-    # the 5 ranked first: .733). None: all of C, ordered as `ranked` (the paper)
+    # the generator reads the `answer_passages` passages of C that the question and the
+    # known facts rank highest (the run's retriever searching only C), not all of C
+    # clipped: C held 10-36 passages, each cut short to fit 3,000 characters, and KAIR
+    # with recall .92 answered worse than one-shot top 5 (HotpotQA 75-86, n=12: F1 .367 vs
+    # k5 .567). Final reads replayed, 5 passages: ranked by the question .733, by the
+    # question and K .817 (MuSiQue 63-86, n=24: .193 -> .283, .288). The known facts
+    # carry the bridge ("... was born in Young, New South Wales"), which the question
+    # does not name. None: all of C, ordered as `ranked` (the paper)
     answer_passages: int | None = Field(default=5, ge=1, le=20)
     # C clipped to fit `context_chars` shows the generator each passage's sentences nearest
     # the question and the known facts (`excerpt`), not its opening: C held ~10 passages, so
@@ -329,7 +332,7 @@ class KAIR(Strategy):
         about = " ".join([question, *known]) if cfg.answer_excerpts else ""
         context = self.ranked(final)
         if cfg.answer_passages and len(context) > cfg.answer_passages:
-            context = await self._nearest(question, context, cfg.answer_passages)
+            context = await self._nearest(" ".join([question, *known]), context, cfg.answer_passages)
         pairs = packed(context, cfg.context_chars, about)
         shown, docs = [h for h, _ in pairs], [d for _, d in pairs]
         passages = [Passage(title=d.title, text=d.text) for d in docs]
@@ -348,18 +351,18 @@ class KAIR(Strategy):
             }  # fmt: skip
         return out.answer, shown
 
-    async def _nearest(self, question: str, hits: list[Hit], n: int) -> list[Hit]:
-        """The `n` passages of `hits` the question ranks highest: the run's retriever
+    async def _nearest(self, query: str, hits: list[Hit], n: int) -> list[Hit]:
+        """The `n` passages of `hits` that `query` ranks highest: the run's retriever
         searching only them (a lexical one ranks only those sharing a word with the
-        question; the rest follow in their order). A retriever that cannot search a
-        subset (a remote engine) keeps the first `n`."""
+        query; the rest follow in their order). A retriever that cannot search a subset
+        (a remote engine) keeps the first `n`."""
         index = getattr(self.retriever, "index", None)
         if index is None or not hasattr(self.retriever, "restrict"):
             return hits[:n]
         by_id = {h.chunk_id: h for h in hits}
         subset = self.retriever.restrict([index.position(c) for c in by_id], label="answer")
         with step("answer_passages", n=n, of=len(hits)) as s:
-            found = [by_id[h.chunk_id] for h in await asyncio.to_thread(subset.search, question, n) if h.chunk_id in by_id]
+            found = [by_id[h.chunk_id] for h in await asyncio.to_thread(subset.search, query, n) if h.chunk_id in by_id]
             found += [h for h in hits if h not in found][: n - len(found)]
             s.outputs = {"chunk_ids": [h.chunk_id for h in found]}
         return found
