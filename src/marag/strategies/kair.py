@@ -19,10 +19,10 @@ refined context C (passages, verbatim). One cycle:
 It repeats until Required is empty, the optional `moderator` scores C at or above
 `moderator_threshold`, a cycle cannot find a non-redundant query, or `max_steps` cycles
 ran. The generator reads C packed into `context_chars` characters: with
-`answer_passages`, the passages of C the question and K rank highest, best first; else all of
-C, passages that support a known fact first (with `known_first`, the known facts come
-before them, outside that limit); with nothing to read it answers closed-book, which the trace's generator
-step and the answer's details record (`closed_book`).
+`answer_passages`, the passages of C the question and K rank highest, best first; else
+all of C, passages that support a known fact first (with `known_first`, the known facts
+come before them, outside that limit); with nothing to read it answers closed-book,
+which the trace's generator step and the answer's details record (`closed_book`).
 
 Several agents (`agents > 1`): in `competition` (the paper's Eq. 6) every agent runs a
 cycle on its own state each round (agents after the first sample at
@@ -42,8 +42,8 @@ question or a gap with an answer added must be backed as a whole, 60% of its con
 words, by its passage and the known facts), `close_answered` (a gap also closes when a new fact restates
 it with the answer added, and does not reopen in the same update), `known_first` (the
 generator reads K before C), `drop_claims` (but not the facts that restate the question
-with an answer added, when C has passages), `memory` (a retrieval returns only passages no earlier
-retrieval of the question returned), `gap_as_query`
+with an answer added, when C has passages), `memory` (a retrieval returns only passages
+no earlier retrieval of the question returned), `gap_as_query`
 (when every candidate repeats an earlier query, the open gap itself is tried),
 `agent_angles` (competing agents are told their number and asked for their own angle),
 `query_relevance=grounded` (off by default, not yet measured: a candidate query's
@@ -665,4 +665,4 @@ class KAIR(Strategy):
 register_variant(KAIR, "kair_2", "KAIR with 2 competing agents.", agents=2, calls=(10, 16))
 register_variant(KAIR, "kair_3", "KAIR with 3 competing agents.", agents=3, calls=(15, 24))
 register_variant(KAIR, "kair_collab", "KAIR with 3 collaborating agents on one blackboard.", agents=3, mode="collaboration")
-register_variant(KAIR, "kair_paper", "KAIR with only the paper's behaviour (paper=true: no support or leap check, answer type check, closing of answered gaps, known facts for the generator, search memory, gap query, agent angles, shortened reading, generator excerpts or linked documents; BM25 top 10).", paper=True)
+register_variant(KAIR, "kair_paper", "KAIR with only the paper's behaviour (paper=true: no support or leap check, answer type check, closing of answered gaps, known facts for the generator, claims left out, search memory, gap query, agent angles, shortened reading, the generator's five best passages or excerpts, or linked documents; BM25 top 10).", paper=True)
