@@ -186,9 +186,10 @@ class KAIRConfig(PaperSwitch, AnsweringConfig):
     # a fact that restates the question or an open gap with an answer added claims that
     # answer, so its passage and the known facts must hold most of ALL its content words
     # (`leap_supported`), not only the ones it adds: the 1.5B wrote the question's words
-    # around a name from an unrelated page ("Chloë Leland directed the film that was shot in or around Leland,
-    # North Carolina in 1986", from Chloë Leland's page), which passed the support check
-    # on its one new word, closed the question in cycle 1, and became the answer. Off by
+    # around a name from an unrelated page ("Chloë Leland directed the film that was shot
+    # in or around Leland, North Carolina in 1986", from Chloë Leland's page), which
+    # passed the support check on its one new word, closed the question in cycle 1, and
+    # became the answer. Off by
     # default: on MuSiQue 75-86 (n=12) it fired on 4 questions and changed F1 by +.008
     # [.000, +.025] at 20% more evaluated tokens (more cycles)
     leap_check: bool = False
@@ -329,10 +330,11 @@ class KAIR(Strategy):
         known = [f.text for f in final.known]
         claims = [k for k in known if answers(k, question)] if cfg.drop_claims and final.context else []
         known = [k for k in known if k not in claims]
-        about = " ".join([question, *known]) if cfg.answer_excerpts else ""
+        asked = " ".join([question, *known])  # what the passages read should be nearest
+        about = asked if cfg.answer_excerpts else ""
         context = self.ranked(final)
         if cfg.answer_passages and len(context) > cfg.answer_passages:
-            context = await self._nearest(" ".join([question, *known]), context, cfg.answer_passages)
+            context = await self._nearest(asked, context, cfg.answer_passages)
         pairs = packed(context, cfg.context_chars, about)
         shown, docs = [h for h, _ in pairs], [d for _, d in pairs]
         passages = [Passage(title=d.title, text=d.text) for d in docs]
@@ -363,7 +365,8 @@ class KAIR(Strategy):
         subset = self.retriever.restrict([index.position(c) for c in by_id], label="answer")
         with step("answer_passages", n=n, of=len(hits)) as s:
             found = [by_id[h.chunk_id] for h in await asyncio.to_thread(subset.search, query, n) if h.chunk_id in by_id]
-            found += [h for h in hits if h not in found][: n - len(found)]
+            ranked = {h.chunk_id for h in found}
+            found += [h for h in hits if h.chunk_id not in ranked][: n - len(found)]
             s.outputs = {"chunk_ids": [h.chunk_id for h in found]}
         return found
 
