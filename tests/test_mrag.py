@@ -132,7 +132,7 @@ def test_case_study_1_control_flow(retriever):
             }
         ],
     )
-    ans = run(MRAG(ScriptedLLM(fn=script), retriever), q)
+    ans = run(MRAG(ScriptedLLM(fn=script), retriever, MRAGConfig(rank_docs=False)), q)
     t = ans.trace
     assert agents(t) == [
         "planner",
@@ -543,9 +543,14 @@ def test_coordinator_input_echoes_are_dropped_and_hints_are_optional(retriever):
 # -- all of S reaches the agents; the paper's mode --------------------------------------
 
 
-def test_a_second_hop_document_found_late_reaches_the_answerer(retriever):
+@pytest.mark.parametrize("rank_docs", [False, True])
+def test_a_second_hop_document_found_late_reaches_the_answerer(retriever, rank_docs):
     """Five documents are collected before the second-hop one; the answerer still reads
-    it (all of S is packed into the prompt, most relevant first)."""
+    it (all of S is packed into the prompt, most relevant first). In retrieval order it
+    comes after the first query's documents; with `rank_docs` (the default) the
+    question ranks it first, so it is printed last, nearest the question, and the
+    answer's sources list it first. A retriever that cannot search a subset keeps
+    retrieval order."""
     python = "computing/python-language.md#0"
 
     def script():  # a fresh one per run: a Script pops its replies
@@ -566,13 +571,29 @@ def test_a_second_hop_document_found_late_reaches_the_answerer(retriever):
         )
 
     llm = ScriptedLLM(fn=script())
-    ans = run(MRAG(llm, retriever), "Where did the creator of Python begin working on it?")
+    ans = run(MRAG(llm, retriever, MRAGConfig(rank_docs=rank_docs)), "Where did the creator of Python begin working on it?")
     ids = [s.chunk_id for s in ans.sources]
-    assert python in ids and len(ids) >= 6 and ids.index(python) > 0
+    assert python in ids and len(ids) >= 6 and (ids.index(python) == 0) is rank_docs
     found_order = list(dict.fromkeys(d["chunk_id"] for s in ans.trace.steps if s.agent == "searcher" for d in s.outputs["relevant"]))
     assert found_order.index(python) >= 5  # discovered after five others
     answer_prompt = next(c for c in llm.calls if c.output_model.__name__ == "AnswerOutput").messages[-1]["content"]
     assert "Centrum Wiskunde" in answer_prompt  # the second-hop document's text
+    printed_last = answer_prompt.split("Documents:\n\n", 1)[1].split("\n\nQuestion:", 1)[0].rsplit("\n\n[", 1)[-1]
+    assert ("Centrum Wiskunde" in printed_last) is rank_docs
+    ranked = [s for s in ans.trace.steps if s.agent == "documents_ranked"]
+    # ranked once for the answerer; the sources reuse it (S did not grow in between)
+    assert [s.outputs["chunk_ids"] for s in ranked] == ([ids] if rank_docs else [])
+    if rank_docs:
+
+        class Plain:  # a retriever over a remote engine: search, no subsets
+            name = "plain"
+
+            def search(self, query, k=10, offset=0):
+                return retriever.search(query, k, offset)
+
+        plain = run(MRAG(ScriptedLLM(fn=script()), Plain()), "Where did the creator of Python begin working on it?")
+        assert [s.chunk_id for s in plain.sources].index(python) > 0
+        assert "documents_ranked" not in [s.agent for s in plain.trace.steps]
     # by default no document carries the query that found it (a guessed answer written
     # into a query would read as evidence); `unlabelled_docs=false` (and the paper's mode) shows it
     assert "found for:" not in answer_prompt and "Python programming language creator" not in answer_prompt
@@ -631,7 +652,7 @@ def test_paper_mode_leaves_no_addition_active(retriever):
     assert MRAGConfig().additions() == [
         "answer_type_check", "guards", "hints", "keep_top_ranked", "searcher_max_steps", "history_window", "report_chars", "doc_chars",
         "focused", "coordinator_input_chars", "late_answer", "memory", "progress_guard", "judge_pages", "max_searcher_runs",
-        "unlabelled_docs", "linked_docs",
+        "unlabelled_docs", "linked_docs", "rank_docs",
     ]  # fmt: skip
     assert isinstance(make_strategy("mrag_paper", ScriptedLLM(), retriever), MRAG)
     assert make_strategy("mrag_paper", ScriptedLLM(), retriever).config.paper is True

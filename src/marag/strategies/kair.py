@@ -94,6 +94,7 @@ from marag.agents.layout import clip
 from marag.agents.queries import clean_query
 from marag.agents.search.linked import linked_hits
 from marag.agents.search.memory import SearchMemory, flattened, overlap, query_terms, repeated
+from marag.agents.search.subset import rank_within
 from marag.index.base import Hit
 from marag.llm.base import LLM
 from marag.llm.budget import budget_spent, grace
@@ -334,7 +335,8 @@ class KAIR(Strategy):
         about = asked if cfg.answer_excerpts else ""
         context = self.ranked(final)
         if cfg.answer_passages and len(context) > cfg.answer_passages:
-            context = await self._nearest(asked, context, cfg.answer_passages)
+            # the passages of C the question and K rank highest (a remote engine keeps C's first)
+            context = await rank_within(self.retriever, context, asked, cfg.answer_passages, label="answer_passages")
         pairs = packed(context, cfg.context_chars, about)
         shown, docs = [h for h, _ in pairs], [d for _, d in pairs]
         passages = [Passage(title=d.title, text=d.text) for d in docs]
@@ -352,23 +354,6 @@ class KAIR(Strategy):
                 "retriever": self.retrieval,
             }  # fmt: skip
         return out.answer, shown
-
-    async def _nearest(self, query: str, hits: list[Hit], n: int) -> list[Hit]:
-        """The `n` passages of `hits` that `query` ranks highest: the run's retriever
-        searching only them (a lexical one ranks only those sharing a word with the
-        query; the rest follow in their order). A retriever that cannot search a subset
-        (a remote engine) keeps the first `n`."""
-        index = getattr(self.retriever, "index", None)
-        if index is None or not hasattr(self.retriever, "restrict"):
-            return hits[:n]
-        by_id = {h.chunk_id: h for h in hits}
-        subset = self.retriever.restrict([index.position(c) for c in by_id], label="answer")
-        with step("answer_passages", n=n, of=len(hits)) as s:
-            found = [by_id[h.chunk_id] for h in await asyncio.to_thread(subset.search, query, n) if h.chunk_id in by_id]
-            ranked = {h.chunk_id for h in found}
-            found += [h for h in hits if h.chunk_id not in ranked][: n - len(found)]
-            s.outputs = {"chunk_ids": [h.chunk_id for h in found]}
-        return found
 
     @staticmethod
     def ranked(st: KnowledgeState) -> list[Hit]:

@@ -33,6 +33,7 @@ class State:
     steers: int = 0  # turns the no-progress guard steered
     answered_with: int = -1  # |S| when the answerer last ran
     memory: SearchMemory | None = None
+    read_order: tuple[int, list[tuple[Hit, Judged | None]]] | None = None  # (|S|, S ranked for the question) with `rank_docs`
 
     def signature(self) -> tuple:
         """What an agent run can change: S, the response, the plan, the notes."""
