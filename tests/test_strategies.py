@@ -188,6 +188,8 @@ def test_the_kind_of_answer_a_question_asks_for_is_decided_by_its_words():
         "In what year was the man who resigned as president of Israel born?": "date",
         "How many Publix stores are in Tennessee?": "quantity",
         "How old was the founder of Nintendo when he died?": "quantity",
+        "What is the population of the state where Dodge City Regional Airport is located?": "quantity",
+        "What is the population ranking of the city?": None,  # "12th" or a name may answer
         "Are Lilu and Gallu both demons?": "yes_no",
         "Is Gallu or Lilu older?": None,  # offers the candidates: a name is asked
         "Who was president when Iowa became a state?": None,  # "when" inside: a person is asked
@@ -197,6 +199,7 @@ def test_the_kind_of_answer_a_question_asks_for_is_decided_by_its_words():
         assert getattr(asked_kind(question), "name", None) == kind, question
     assert wrong_kind("When did Guyana join CARICOM?", "Guyana").name == "date"
     assert wrong_kind("How many times was he premier?", "No").name == "quantity"
+    assert wrong_kind("What is the population of the state where Dodge City is?", "Kansas").name == "quantity"
     assert wrong_kind("Are Lilu and Gallu both demons?", "Both are demons.").name == "yes_no"
     for question, answer in [
         ("When did Guyana join CARICOM?", "1 August 1973"),
