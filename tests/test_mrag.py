@@ -132,7 +132,7 @@ def test_case_study_1_control_flow(retriever):
             }
         ],
     )
-    ans = run(MRAG(ScriptedLLM(fn=script), retriever, MRAGConfig(rank_docs=False)), q)
+    ans = run(MRAG(ScriptedLLM(fn=script), retriever), q)
     t = ans.trace
     assert agents(t) == [
         "planner",
@@ -547,7 +547,7 @@ def test_coordinator_input_echoes_are_dropped_and_hints_are_optional(retriever):
 def test_a_second_hop_document_found_late_reaches_the_answerer(retriever, rank_docs):
     """Five documents are collected before the second-hop one; the answerer still reads
     it (all of S is packed into the prompt, most relevant first). In retrieval order it
-    comes after the first query's documents; with `rank_docs` (the default) the
+    comes after the first query's documents (the default); with `rank_docs` the
     question ranks it first, so it is printed last, nearest the question, and the
     answer's sources list it first. A retriever that cannot search a subset keeps
     retrieval order."""
@@ -591,7 +591,7 @@ def test_a_second_hop_document_found_late_reaches_the_answerer(retriever, rank_d
             def search(self, query, k=10, offset=0):
                 return retriever.search(query, k, offset)
 
-        plain = run(MRAG(ScriptedLLM(fn=script()), Plain()), "Where did the creator of Python begin working on it?")
+        plain = run(MRAG(ScriptedLLM(fn=script()), Plain(), MRAGConfig(rank_docs=True)), "Where did the creator of Python begin working on it?")
         assert [s.chunk_id for s in plain.sources].index(python) > 0
         assert "documents_ranked" not in [s.agent for s in plain.trace.steps]
     # by default no document carries the query that found it (a guessed answer written
@@ -652,7 +652,7 @@ def test_paper_mode_leaves_no_addition_active(retriever):
     assert MRAGConfig().additions() == [
         "answer_type_check", "guards", "hints", "keep_top_ranked", "searcher_max_steps", "history_window", "report_chars", "doc_chars",
         "focused", "coordinator_input_chars", "late_answer", "memory", "progress_guard", "judge_pages", "max_searcher_runs",
-        "unlabelled_docs", "linked_docs", "rank_docs",
+        "unlabelled_docs", "linked_docs",
     ]  # fmt: skip
     assert isinstance(make_strategy("mrag_paper", ScriptedLLM(), retriever), MRAG)
     assert make_strategy("mrag_paper", ScriptedLLM(), retriever).config.paper is True

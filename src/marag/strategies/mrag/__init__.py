@@ -7,12 +7,13 @@ history; the answerer and the reviser replace the response; the searcher's relev
 documents join S (deduplicated by chunk id). The run stops when the finisher is chosen
 or after `max_agent_calls` agent runs; it returns the response and S.
 
-Every agent that reads documents sees all of S, most relevant first (with `rank_docs`,
-below, as the question ranks it; else in retrieval order: by the query a document was
-found for, in the order the queries were issued, then its rank under it, so the first
-query's top documents, what a retrieve-then-read baseline reads, come first), packed into `context_chars` characters: when S does not fit whole, the longest
-documents are clipped to an equal share, so a second-hop document found late still
-reaches the answerer.
+Every agent that reads documents sees all of S, most relevant first: in retrieval order
+(by the query a document was found for, in the order the queries were issued, then its
+rank under it, so the first query's top documents, what a retrieve-then-read baseline
+reads, come first; with `rank_docs`, below, as the question ranks it), packed into
+`context_chars` characters: when S does not fit whole, the longest documents are
+clipped to an equal share, so a second-hop document found late still reaches the
+answerer.
 
 `paper=True` keeps only the paper's behaviour: it turns off every addition below and
 leaves only the fallbacks a run cannot do without (listed in docs/strategies/mrag.md).
@@ -73,10 +74,10 @@ Our additions, to keep small models productive (each can be turned off):
   yet that the question or a document of S names by title, the best of them for the
   question, joins S (`marag.agents.search.linked`, as in UniRAG): the second hop's
   article, which the queries of a one-search run do not find;
-- S ranked for the question (`rank_docs`): the agents that read S read it in the order
-  the question and S's findings rank it, the run's retriever searching only S (no model
-  call; a "documents_ranked" step; a remote engine keeps retrieval order). The answer's
-  sources are listed in that order;
+- S ranked for the question (`rank_docs`, off: it did not measure better): the agents
+  that read S read it in the order the question and S's findings rank it, the run's
+  retriever searching only S (no model call; a "documents_ranked" step; a remote engine
+  keeps retrieval order). The answer's sources are listed in that order;
 - a late answer (`late_answer`): if the budget ends with no response, the answerer runs
   once on what was collected (outside the budget, `answered_after_budget` in the usage).
 The question's hard budget (`max_llm_calls`, 40 for mRAG, `max_tokens`, `deadline_s`,
@@ -152,7 +153,6 @@ PAPER_SETTINGS: dict[str, Any] = {
     "max_searcher_runs": None,
     "unlabelled_docs": False,
     "linked_docs": 0,
-    "rank_docs": False,
 }
 
 
@@ -201,14 +201,18 @@ class MRAGConfig(PaperSwitch, AnsweringConfig):
     # better: Hebron Academy, linked from Charles Andrews's page; 1 worse: the extra page
     # turned "Richard Bach" into "Richard Wright"), gold recall in sources .792 -> .875
     linked_docs: int = Field(default=1, ge=0, le=10)
-    # S is read in the order the question and S's findings rank it (the run's retriever
-    # searching only S, no model call), not in the order of the queries that found it:
-    # the 1.5B answered from the page it read nearest the question, and that was the
-    # first query's top hit, often not the page that says what is asked. Measured by
-    # replaying the answerer's last read over tuning run hp51-12-mrag-linked (HotpotQA
-    # 51-62, n=12): F1 .529 -> .647, 2 better ("Richard Bach", "Falling Away from Me",
-    # both pages already in S), 0 worse.
-    rank_docs: bool = True
+    # S read in the order the question and S's findings rank it (the run's retriever
+    # searching only S, no model call), not in the order of the queries that found it.
+    # Off: it did not measure better. The 1.5B answers from the page it reads nearest the
+    # question, and that is the first query's top hit, not always the page that says
+    # what is asked. Tuning, n=12 each: HotpotQA 51-62 (the answerer's last read replayed
+    # over run hp51-12-mrag-linked) F1 .529 -> .647, 2 better, 0 worse; end to end, one
+    # LLM cache shared with the run without it: HotpotQA 63-74 .417 -> .444 (1 better),
+    # MuSiQue 51-62 .083 -> .042 (1 worse). Held out, the same way: MuSiQue 1-30 .354 ->
+    # .333 (3 better, 2 worse), HotpotQA 31-50 .452 -> .392 (0 better, 2 worse: "1924" ->
+    # "1961"). KAIR, whose C holds 10-36 passages, gains from the same ranking
+    # (`answer_passages`); mRAG's S holds 2-7.
+    rank_docs: bool = False
     # -- needed in every mode: prompts must fit the model's context --
     context_chars: int | None = Field(default=6000, ge=200)  # all of S, packed (None: no limit)
     temperature: float = 0.0
