@@ -191,7 +191,9 @@ def test_the_kind_of_answer_a_question_asks_for_is_decided_by_its_words():
         "What is the population of the state where Dodge City Regional Airport is located?": "quantity",
         "What is the population ranking of the city?": None,  # "12th" or a name may answer
         "Are Lilu and Gallu both demons?": "yes_no",
-        "Is Gallu or Lilu older?": None,  # offers the candidates: a name is asked
+        "Is Gallu or Lilu older?": "choice",  # offers the candidates: one of them is asked
+        "Which band was formed first The Exies or Circus Diablo ?": "choice",
+        "Who directed the film that was shot in or around Leland?": None,  # "or" names no candidate
         "Who was president when Iowa became a state?": None,  # "when" inside: a person is asked
         "What is the Edsa Shangri-La an instance of?": None,
     }
@@ -200,6 +202,8 @@ def test_the_kind_of_answer_a_question_asks_for_is_decided_by_its_words():
     assert wrong_kind("When did Guyana join CARICOM?", "Guyana").name == "date"
     assert wrong_kind("How many times was he premier?", "No").name == "quantity"
     assert wrong_kind("What is the population of the state where Dodge City is?", "Kansas").name == "quantity"
+    assert wrong_kind("Which band was formed first The Exies or Circus Diablo ?", "Metallica").name == "choice"
+    assert wrong_kind("Is Gallu or Lilu older?", "Yes").name == "choice"
     assert wrong_kind("Are Lilu and Gallu both demons?", "Both are demons.").name == "yes_no"
     for question, answer in [
         ("When did Guyana join CARICOM?", "1 August 1973"),
@@ -210,6 +214,8 @@ def test_the_kind_of_answer_a_question_asks_for_is_decided_by_its_words():
         ("When did Guyana join CARICOM?", "The passages do not say."),  # asked again, it would guess
         ("When did Guyana join CARICOM?", "I don't know"),
         ("Who founded Guyana?", "Guyana"),  # not a kind a few words decide
+        ("Which band was formed first The Exies or Circus Diablo ?", "The Exies"),
+        ("Which band was formed first The Exies or Circus Diablo ?", "Circus Diablo was formed first"),
     ]:
         assert wrong_kind(question, answer) is None, (question, answer)
 

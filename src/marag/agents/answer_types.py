@@ -1,7 +1,9 @@
 """What kind of short answer a question asks for, and whether an answer is of that kind.
 
 Only the kinds a few words decide are checked: a date ("When ...", "In what year ..."),
-a quantity ("How many ...", "How old ...") and yes or no ("Are both ... ?"). The rest
+a quantity ("How many ...", "How old ..."), yes or no ("Are both ... ?") and one of the
+candidates a question names ("..., The Exies or Circus Diablo?": the answer must share a
+word with the question). The rest
 (a person, a place, a thing) would need a tagger, and the answer itself is usually a
 name there, right or wrong. A short answer of the wrong kind is the reader answering
 the bridge entity instead of the question: "Guyana" for "When did the country where
@@ -13,12 +15,16 @@ MuSiQue, all strategies, 604 answers): 107 answers to questions of these three k
 12 of them not of the kind asked, none right (all F1 0), and no right answer flagged.
 "What is the population of ...?" joined the quantities later (2026-11-28: mRAG and
 vanilla_rag_k5 both answered "Kansas" to MuSiQue's "What is the population of the state
-where Dodge City Regional Airport is located?").
+where Dodge City Regional Airport is located?"), and so did the candidates: over the
+runs of 2026-11-27/28 (454 distinct answers), 20 answered a question naming candidates
+with "or", 3 of them with a name the question does not give ("Metallica" for "The
+Exies or Circus Diablo"), none right.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import NamedTuple
 
 _MONTHS = "january|february|march|april|may|june|july|august|september|october|november|december"
@@ -38,41 +44,66 @@ _SAYS_UNKNOWN = re.compile(
 
 class AnswerKind(NamedTuple):
     name: str
-    asked: re.Pattern[str]  # matches the (lower-cased) question that asks for this kind
-    fits: re.Pattern[str]  # found in the (lower-cased) answer when it is of this kind
+    asked: re.Pattern[str]  # matches the question (spaces collapsed) that asks for this kind
+    fits: Callable[[str, str], bool]  # (question, answer), both lower-cased: the answer is of this kind
     wanted: str  # how the note sent back names what is asked
+
+
+def _found(pattern: str) -> Callable[[str, str], bool]:
+    """An answer of the kind contains `pattern`."""
+    compiled = re.compile(pattern)
+    return lambda question, answer: bool(compiled.search(answer))
+
+
+_WORD = re.compile(r"[0-9a-z]+")
+_FUNCTION_WORDS = frozenset({"a", "an", "the", "of", "and", "or", "in", "on", "at", "to", "for", "by", "is", "was"})
+
+
+def _shares_a_word(question: str, answer: str) -> bool:
+    """The answer names something the question names (one of the candidates it offers)."""
+    words = set(_WORD.findall(answer)) - _FUNCTION_WORDS
+    return bool(words & set(_WORD.findall(question)))
 
 
 # In order: the first kind whose question pattern matches is the one asked.
 ANSWER_KINDS: tuple[AnswerKind, ...] = (
     AnswerKind(
         "date",
-        re.compile(r"^when\b|\b(?:what|which) (?:year|date|decade|century)\b"),
-        re.compile(rf"\d|\b(?:{_MONTHS})\b|\bcentury\b|\bdecade\b|\b(?:ancient|medieval|prehistoric)\b"),
+        re.compile(r"^when\b|\b(?:what|which) (?:year|date|decade|century)\b", re.IGNORECASE),
+        _found(rf"\d|\b(?:{_MONTHS})\b|\bcentury\b|\bdecade\b|\b(?:ancient|medieval|prehistoric)\b"),
         "a date or a year",
     ),
     AnswerKind(
         "quantity",
         re.compile(
             r"\bhow (?:many|much|long|old|tall|far|big|large|high|deep|wide|heavy)\b|"
-            r"\b(?:what|which) (?:(?:is|was) the )?(?:number|percentage|population)\b(?! (?:one|ranking|rank)\b)"
+            r"\b(?:what|which) (?:(?:is|was) the )?(?:number|percentage|population)\b(?! (?:one|ranking|rank)\b)",
+            re.IGNORECASE,
         ),
-        re.compile(rf"\d|\b(?:{_NUMBER_WORDS})\b"),
+        _found(rf"\d|\b(?:{_NUMBER_WORDS})\b"),
         "a number or an amount",
     ),
     AnswerKind(
         "yes_no",
         # starts with an auxiliary verb and offers no alternatives ("Is X or Y older?" asks for a name)
-        re.compile(r"^(?:is|are|was|were|do|does|did|can|could|has|have|had|will|would|should)\b(?!.*\bor\b)"),
-        re.compile(r"^\W*(?:yes|no)\b"),
+        re.compile(r"^(?:is|are|was|were|do|does|did|can|could|has|have|had|will|would|should)\b(?!.*\bor\b)", re.IGNORECASE),
+        _found(r"^\W*(?:yes|no)\b"),
         '"yes" or "no"',
+    ),
+    AnswerKind(
+        "choice",
+        # offers candidates by name: "..., The Exies or Circus Diablo?" (case-sensitive: a
+        # capital or a digit after "or"; "shot in or around Leland" offers none)
+        re.compile(r"\bor (?:the )?[A-Z0-9][^?]*\?\s*$"),
+        _shares_a_word,
+        "one of the candidates it names",
     ),
 )
 
 
 def asked_kind(question: str) -> AnswerKind | None:
     """The kind of answer `question` asks for, or None when a few words do not decide it."""
-    text = " ".join(question.lower().split())
+    text = " ".join(question.split())
     return next((kind for kind in ANSWER_KINDS if kind.asked.search(text)), None)
 
 
@@ -82,4 +113,4 @@ def wrong_kind(question: str, answer: str) -> AnswerKind | None:
     kind = asked_kind(question)
     if kind is None or not answer.strip() or _SAYS_UNKNOWN.search(answer):
         return None
-    return None if kind.fits.search(answer.lower()) else kind
+    return None if kind.fits(question.lower(), answer.lower()) else kind
