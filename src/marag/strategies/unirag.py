@@ -86,6 +86,7 @@ PAPER_SETTINGS: dict[str, Any] = {
     "question_first": False,
     "related_queries": False,
     "answer_from": "memory",
+    "focused": False,
 }
 # The paper's retrieval, which `paper=true` also selects: not additions, but our defaults
 # show fewer documents per search (8, not re-ranked), which a small local model reads better.
@@ -108,6 +109,10 @@ class UniRAGConfig(PaperSwitch, AnsweringConfig):
     rerank_depth: int = Field(default=30, ge=1, le=200)
     raw_doc_chars: int = Field(default=300, ge=50)  # without the reflector: each document's share of memory
     doc_chars: int | None = Field(default=600, ge=100)  # each document as the reflector reads it
+    # the reflector reads each document's first sentence and the sentences nearest the
+    # query and the question within `doc_chars` (`marag.agents.documents.excerpt`), not
+    # its first `doc_chars` (ours, as mRAG's judge)
+    focused: bool = False
     paper: bool = False  # only the paper's behaviour: PAPER_SETTINGS
     memory: bool = True
     clean_queries: bool = True
@@ -260,7 +265,8 @@ class UniRAG(Strategy):
         if not cfg.reflector:  # ablation: the raw documents are the evidence
             evidence = self._whole(hits, cited)
         else:
-            docs = [doc_from_hit(h, cfg.doc_chars) for h in hits]
+            about = f"{plan.query} {question}" if cfg.focused else ""
+            docs = [doc_from_hit(h, cfg.doc_chars, about=about) for h in hits]
             r = await self._call(Reflector(), ReflectInput(question=question, query=plan.query, documents=docs)) if hits else None
             evidence = []
             for f in (r.evidence if r and r.found else []):

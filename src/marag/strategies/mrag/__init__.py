@@ -153,6 +153,7 @@ PAPER_SETTINGS: dict[str, Any] = {
     "max_searcher_runs": None,
     "unlabelled_docs": False,
     "linked_docs": 0,
+    "rank_docs": False,
 }
 
 
