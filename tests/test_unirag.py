@@ -380,11 +380,41 @@ def test_paper_true_turns_off_every_addition_of_ours(retriever):
     cfg = UniRAGConfig(paper=True)
     assert cfg.additions() == [] and all(getattr(cfg, k) == v for k, v in PAPER_SETTINGS.items())
     # every addition of its own is on by default (the shared answer recheck is not)
-    # (`focused` is off: measured, not kept)
-    assert set(UniRAGConfig().additions()) == set(PAPER_SETTINGS) - {"answer_recheck", "focused"}  # the type check is on
+    assert set(UniRAGConfig().additions()) == set(PAPER_SETTINGS) - {"answer_recheck"}  # the type check is on
     # an off-topic query runs as written, and the planner writes the first query
     plans = iter([{"thought": "?", "action": "search", "query": "No information yet"},
                   {"thought": "done", "action": "final_answer", "query": ""}])  # fmt: skip
     ans = run_default(script(lambda user: next(plans)), retriever, {"paper": True})
     assert [s.inputs["query"] for s in ans.trace.steps if s.agent == "search"] == ["No information yet"]
     assert "guard" not in roles(ans)
+
+
+def test_ours_the_reflector_reads_the_sentences_nearest_the_query(tmp_path, repo):
+    """focused (the default): the reflector reads each document's first sentence and the
+    sentences nearest the query and question within doc_chars, so the line near the end
+    of Grace Hopper's page that answers reaches it; without it, the first doc_chars do
+    not hold it. The paper's mode reads the first 600 characters."""
+    from marag.index.pipeline import index_corpus
+    from marag.index.store import IndexConfig
+
+    sample = index_corpus(repo / "samples" / "corpus", tmp_path / "idx", IndexConfig(retrievers=["bm25"]), progress=False).retriever("bm25")
+    question = "Which destroyer is named in honour of Grace Hopper?"
+    seen = {}
+    for config in ({}, {"focused": False}, {"paper": True}):
+        reflections = []
+        plans = iter([{"thought": "find the ship", "action": "search", "query": "destroyer named in honour of Grace Hopper"}])
+
+        def final(user):  # searches once (the paper's mode has no question-first search), then answers
+            return next(plans, {"thought": "read it", "action": "final_answer", "query": ""})
+
+        def reflector(user):
+            reflections.append(user)
+            return {"found": False, "evidence": []}
+
+        llm = script(final, reflector=reflector, answer=lambda user: {"answer": "USS Hopper"})
+        ans = run_default(llm, sample, {**config, "k": 1}, question=question)
+        assert ans.answer == "USS Hopper" and reflections, config
+        seen[str(config)] = reflections[0]
+    assert "USS Hopper is named in her honour" in seen["{}"] and "Grace Brewster Murray Hopper" in seen["{}"]
+    assert "USS Hopper" not in seen["{'focused': False}"] and "USS Hopper" not in seen["{'paper': True}"]
+    assert "Harvard Mark I computer" in seen["{'paper': True}"]  # its first 600 characters
