@@ -216,6 +216,7 @@ def test_the_kind_of_answer_a_question_asks_for_is_decided_by_its_words():
         ("Who founded Guyana?", "Guyana"),  # not a kind a few words decide
         ("Which band was formed first The Exies or Circus Diablo ?", "The Exies"),
         ("Which band was formed first The Exies or Circus Diablo ?", "Circus Diablo was formed first"),
+        ("Which city is older, Москва or Kyiv?", "Москва"),  # words of any script
     ]:
         assert wrong_kind(question, answer) is None, (question, answer)
 

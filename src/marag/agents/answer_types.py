@@ -27,6 +27,8 @@ import re
 from collections.abc import Callable
 from typing import NamedTuple
 
+from marag.agents.search.memory import words
+
 _MONTHS = "january|february|march|april|may|june|july|august|september|october|november|december"
 _NUMBER_WORDS = (
     "zero|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|thirteen|fourteen|fifteen|sixteen|"
@@ -55,14 +57,13 @@ def _found(pattern: str) -> Callable[[str, str], bool]:
     return lambda question, answer: bool(compiled.search(answer))
 
 
-_WORD = re.compile(r"[0-9a-z]+")
 _FUNCTION_WORDS = frozenset({"a", "an", "the", "of", "and", "or", "in", "on", "at", "to", "for", "by", "is", "was"})
 
 
 def _shares_a_word(question: str, answer: str) -> bool:
-    """The answer names something the question names (one of the candidates it offers)."""
-    words = set(_WORD.findall(answer)) - _FUNCTION_WORDS
-    return bool(words & set(_WORD.findall(question)))
+    """The answer names something the question names (one of the candidates it offers).
+    Words of any script (`memory.words`): a name like "Москва" is words too."""
+    return bool((set(words(answer)) - _FUNCTION_WORDS) & set(words(question)))
 
 
 # In order: the first kind whose question pattern matches is the one asked.
