@@ -80,8 +80,9 @@ def llm(plan=planner, update=updater, keep=keep_relevant, verdict=moderate) -> S
 def run(name, model, retriever, config=None):
     """One run over the planted corpus. The cycle's mechanics are tested over two cycles,
     so the link lookup (which would fetch Maren Holt's page in the first) is off unless
-    a test turns it on."""
-    return asyncio.run(make_strategy(name, model, retriever, {"linked_docs": 0, **(config or {})}).run(QUESTION))
+    a test turns it on; C is refined by the paper's filter role (a call) unless a test
+    asks for the default, `context="cited"` (no call)."""
+    return asyncio.run(make_strategy(name, model, retriever, {"linked_docs": 0, "context": "filter", **(config or {})}).run(QUESTION))
 
 
 def steps(ans, agent):
@@ -402,7 +403,7 @@ def test_paper_mode_turns_every_addition_off(retriever):
     cfg = KAIRConfig(paper=True, support_check=True, memory=True, gap_as_query=True, agent_angles=True)  # paper wins
     assert cfg.additions() == [] and all(getattr(cfg, k) == v for k, v in PAPER_SETTINGS.items())
     assert KAIRConfig().additions() == [
-        "answer_type_check", "support_check", "close_answered", "known_first", "drop_claims", "memory", "gap_as_query", "agent_angles", "filter_chars", "update_chars",
+        "answer_type_check", "support_check", "close_answered", "known_first", "drop_claims", "memory", "gap_as_query", "agent_angles", "context", "filter_chars", "update_chars",
         "answer_excerpts", "answer_passages", "linked_docs",
     ]  # fmt: skip
     assert (KAIRConfig().context_chars, KAIRConfig(paper=True).context_chars) == (3000, 6000)
@@ -471,6 +472,9 @@ def test_cited_context_keeps_what_facts_cite_and_the_best_new_passages_without_a
     ans = run("kair", llm(keep=lambda u: pytest.fail("no filter")), retriever, {"context": "cited", "keep_top": 0})
     assert [s.doc_id for s in ans.sources] == ["salt-winter", "holt"]
     assert KAIRConfig(paper=True, context="cited").context == "filter"  # the paper's filter role
+    # the default: no filter call either
+    strat = make_strategy("kair", llm(keep=lambda u: pytest.fail("the default makes no filter call")), retriever, {"linked_docs": 0})
+    assert strat.config.context == "cited" and asyncio.run(strat.run(QUESTION)).answer == "Brekke"
 
 
 def test_cited_context_keeps_the_document_a_title_link_joined(retriever):
