@@ -167,7 +167,7 @@ class KAIRConfig(PaperSwitch, AnsweringConfig):
     # gains the passages the new facts cite plus the search's `keep_top` best new ones
     # and the documents a title link joined (`linked_docs`). Why cited: the 1.5B's filter
     # kept nearly all it was shown (88%), and since the generator reads the
-    # `answer_passages` of C the question and K rank highest, the filter's only effect
+    # `answer_passages` of C the question and K rank highest, the filter's main effect
     # was its cost: 37-38% of KAIR's evaluated prompt tokens. F1, filter -> cited with
     # keep_top 2 / 5 (final reads only; the other calls replayed from the filter runs):
     # tuning HotpotQA 87-98 .650 -> .678 / .650, MuSiQue 75-86 .242 -> .242 / .450 (with
