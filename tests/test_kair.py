@@ -403,9 +403,12 @@ def test_paper_mode_turns_every_addition_off(retriever):
     cfg = KAIRConfig(paper=True, support_check=True, memory=True, gap_as_query=True, agent_angles=True)  # paper wins
     assert cfg.additions() == [] and all(getattr(cfg, k) == v for k, v in PAPER_SETTINGS.items())
     assert KAIRConfig().additions() == [
-        "answer_type_check", "support_check", "close_answered", "known_first", "drop_claims", "memory", "gap_as_query", "agent_angles", "context", "filter_chars", "update_chars",
+        "answer_type_check", "support_check", "close_answered", "known_first", "drop_claims", "memory", "gap_as_query", "agent_angles", "context", "update_chars",
         "answer_excerpts", "answer_passages", "linked_docs",
     ]  # fmt: skip
+    # the filter's reading counts as an addition only where the filter runs
+    assert "filter_chars" in KAIRConfig(context="filter").additions()
+    assert "filter_chars" not in KAIRConfig(context="filter", filter_chars=None).additions()
     assert (KAIRConfig().context_chars, KAIRConfig(paper=True).context_chars) == (3000, 6000)
     strat = make_strategy("kair_paper", llm(), retriever)
     assert isinstance(strat, KAIR) and strat.config.paper and strat.config.k == 10

@@ -129,6 +129,9 @@ class PaperSwitch(BaseModel):
 
     paper_settings: ClassVar[dict[str, Any]] = {}
     paper_defaults: ClassVar[dict[str, Any]] = {}
+    # an addition that only acts under another setting's value, {addition: (setting,
+    # value)}: it is not named as on when that setting has another value
+    acts_only_with: ClassVar[dict[str, tuple[str, Any]]] = {}
 
     @model_validator(mode="before")
     @classmethod
@@ -138,7 +141,11 @@ class PaperSwitch(BaseModel):
         return data
 
     def additions(self) -> list[str]:
-        return [k for k, paper in self.paper_settings.items() if getattr(self, k) != paper]
+        def acts(k: str) -> bool:
+            needs = self.acts_only_with.get(k)
+            return needs is None or getattr(self, needs[0]) == needs[1]
+
+        return [k for k, paper in self.paper_settings.items() if getattr(self, k) != paper and acts(k)]
 
 
 class Strategy:

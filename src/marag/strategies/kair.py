@@ -133,6 +133,7 @@ class KAIRConfig(PaperSwitch, AnsweringConfig):
     # model (not additions: ours are the run's retriever and 3,000 characters of C, which
     # `paper=true` also replaces)
     paper_defaults: ClassVar[dict[str, Any]] = {"retrieval": "bm25", "context_chars": 6000}
+    acts_only_with: ClassVar[dict[str, tuple[str, Any]]] = {"filter_chars": ("context", "filter")}  # the filter's reading
     agents: int = Field(default=1, ge=1, le=5)
     mode: Literal["competition", "collaboration"] = "competition"
     # cycles (rounds) per question; ours: the paper reports how many steps runs took (4.9 on
