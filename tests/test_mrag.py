@@ -369,6 +369,27 @@ def test_unusable_coordinator_output_falls_back_to_the_fixed_sequence(retriever)
     assert ans.answer == "Guido van Rossum" and ans.usage["fallbacks"] == 4
 
 
+def test_sequence_routing_runs_the_agents_without_a_coordinator(retriever):
+    """routing="sequence" (`mrag_sequence`): no coordinator call; searcher, answerer,
+    finisher, each on the question (the planner's plan only served the coordinator)."""
+    script = Script(
+        Query=lambda user: {"query": "Python programming language created"},
+        Judgement=judge_titles("The Python programming language"),
+        Move=[move("end")],
+        AnswerOutput=[{"answer": "Guido van Rossum"}],
+    )
+    ans = run(make_strategy("mrag_sequence", ScriptedLLM(fn=script), retriever), "Who created the Python programming language?")
+    assert agents(ans.trace) == ["searcher", "answerer", "finisher"]
+    assert "CoordinatorDecision" not in script.calls and "Plan" not in script.calls
+    assert [s.outputs["agent"] for s in ans.trace.steps if s.agent == "sequence"] == ["searcher", "answerer", "finisher"]
+    assert ans.answer == "Guido van Rossum" and ans.usage["coordinator_calls"] == 0
+    assert MRAGConfig(paper=True, routing="sequence").routing == "coordinator"
+    # what only the coordinator reads is not an addition in use without it
+    assert {"hints", "history_window", "report_chars", "coordinator_input_chars"} <= set(MRAGConfig().additions())
+    on = MRAGConfig(routing="sequence").additions()
+    assert "routing" in on and not {"hints", "history_window", "report_chars", "coordinator_input_chars"} & set(on)
+
+
 def test_fallback_continues_the_sequence_from_where_it_stands(retriever):
     # a valid first pick (searcher), then garbage: the sequence resumes after the search
     replies = [coord("searcher", "Everest first ascent")]

@@ -78,6 +78,13 @@ Our additions, to keep small models productive (each can be turned off):
   that read S read it in the order the question and S's findings rank it, the run's
   retriever searching only S (no model call; a "documents_ranked" step; a remote engine
   keeps retrieval order). The answer's sources are listed in that order;
+- the fixed sequence without the coordinator (`routing="sequence"`, off; the variant
+  `mrag_sequence`): searcher -> answerer -> finisher, the guards' turns as above, each
+  agent on the question, a "sequence" step in the trace for each turn and no coordinator
+  or planner call. With the default 1.5B model the coordinator named the agent its prompt
+  suggests (`hints`) in 876 of 885 turns, and only the coordinator reads the planner's
+  plan; but it hands the searcher the question as its input, which the query writer
+  then searches verbatim, and without it MuSiQue's held-out F1 fell (see `routing`);
 - a late answer (`late_answer`): if the budget ends with no response, the answerer runs
   once on what was collected (outside the budget, `answered_after_budget` in the usage).
 The question's hard budget (`max_llm_calls`, 40 for mRAG, `max_tokens`, `deadline_s`,
@@ -91,7 +98,7 @@ was spent.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 from pydantic import Field, ValidationInfo, field_validator
 
@@ -154,11 +161,16 @@ PAPER_SETTINGS: dict[str, Any] = {
     "unlabelled_docs": False,
     "linked_docs": 0,
     "rank_docs": False,
+    "routing": "coordinator",
 }
 
 
 class MRAGConfig(PaperSwitch, AnsweringConfig):
     paper_settings: ClassVar[dict[str, Any]] = PAPER_SETTINGS
+    # what only the coordinator reads
+    acts_only_with: ClassVar[dict[str, tuple[str, Any]]] = {
+        k: ("routing", "coordinator") for k in ("hints", "history_window", "report_chars", "coordinator_input_chars")
+    }
     # the question's hard cap on model calls (every strategy has one): mRAG's own budgets
     # below finish a question well inside it; the paper's mode keeps the same cap
     max_llm_calls: int | None = Field(default=40, ge=1)
@@ -214,6 +226,17 @@ class MRAGConfig(PaperSwitch, AnsweringConfig):
     # "1961"). KAIR, whose C holds 10-36 passages, gains from the same ranking
     # (`answer_passages`); mRAG's S holds 2-7.
     rank_docs: bool = False
+    # who picks the next agent: the coordinator (the paper: a call a turn; a planner whose
+    # plan only the coordinator reads), or the fixed sequence searcher -> answerer ->
+    # finisher with the guards' turns (ours: no call, each agent reads the question). The
+    # sequence with the 1.5B default: tuning (n=12 each, one LLM cache shared with the
+    # coordinator's run) HotpotQA 51-62 F1 .529 -> .563 (2 better, 0 worse), MuSiQue 51-62
+    # .083 -> .158 (2, 1); held out HotpotQA 31-50 .452 -> .465 (2, 3), MuSiQue 1-30 .354
+    # -> .278 (-.076 [-.183, +.019], 3, 6: the coordinator hands the searcher the question
+    # as its input, which the query writer then searches verbatim; with none it wrote
+    # "Signmark predated the Euro in the country Signmark is from"); 11.5 ->
+    # 6.7 calls, ~1,560-1,610 evaluated prompt tokens a question (the coordinator's: ~2,270)
+    routing: Literal["coordinator", "sequence"] = "coordinator"
     # -- needed in every mode: prompts must fit the model's context --
     context_chars: int | None = Field(default=6000, ge=200)  # all of S, packed (None: no limit)
     temperature: float = 0.0
@@ -263,6 +286,10 @@ class MRAG(Strategy):
             before = st.signature()
             if cfg.progress_guard and st.noops >= cfg.max_noops:
                 routed: tuple[str, str] | None = self._steer(st)  # no coordinator call: the guard decides
+            elif cfg.routing == "sequence":
+                with step("sequence") as s:
+                    s.outputs = {"agent": self._next_in_sequence(st, plan=False)}
+                routed = self._route(st, s.outputs["agent"], "")
             else:
                 st.coordinator_calls += 1
                 d = await self._call(
@@ -573,4 +600,8 @@ class MRAG(Strategy):
 
 MRAGPaper = register_variant(
     MRAG, "mrag_paper", "mRAG with only the paper's behaviour (paper=true: no guards, hints, caps or late answer).", paper=True
+)
+MRAGSequence = register_variant(
+    MRAG, "mrag_sequence", "mRAG without the coordinator: searcher, answerer, finisher in a fixed sequence (routing=sequence; half the tokens).",
+    calls=(6, 8), routing="sequence",
 )
