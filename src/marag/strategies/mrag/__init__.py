@@ -83,8 +83,7 @@ Our additions, to keep small models productive (each can be turned off):
   agent on the question, a "sequence" step in the trace for each turn and no coordinator
   or planner call. With the default 1.5B model the coordinator named the agent its prompt
   suggests (`hints`) in 876 of 885 turns, and only the coordinator reads the planner's
-  plan; but it hands the searcher the question as its input, which the query writer
-  then searches verbatim, and without it MuSiQue's held-out F1 fell (see `routing`);
+  plan; but without it MuSiQue's held-out F1 fell (see `routing`);
 - a late answer (`late_answer`): if the budget ends with no response, the answerer runs
   once on what was collected (outside the budget, `answered_after_budget` in the usage).
 The question's hard budget (`max_llm_calls`, 40 for mRAG, `max_tokens`, `deadline_s`,
@@ -232,10 +231,11 @@ class MRAGConfig(PaperSwitch, AnsweringConfig):
     # sequence with the 1.5B default: tuning (n=12 each, one LLM cache shared with the
     # coordinator's run) HotpotQA 51-62 F1 .529 -> .563 (2 better, 0 worse), MuSiQue 51-62
     # .083 -> .158 (2, 1); held out HotpotQA 31-50 .452 -> .465 (2, 3), MuSiQue 1-30 .354
-    # -> .278 (-.076 [-.183, +.019], 3, 6: the coordinator hands the searcher the question
-    # as its input, which the query writer then searches verbatim; with none it wrote
-    # "Signmark predated the Euro in the country Signmark is from"); 11.5 ->
-    # 6.7 calls, ~1,560-1,610 evaluated prompt tokens a question (the coordinator's: ~2,270)
+    # -> .278 (-.076 [-.183, +.019], 3, 6; read: the coordinator handed the searcher the
+    # question, which the query writer searched verbatim, where with no input it wrote
+    # "Signmark predated the Euro in the country Signmark is from"; the sequence handing
+    # the searcher the question, on MuSiQue 51-62: .075, 1 worse); 11.5 -> 6.7 calls,
+    # ~1,560-1,610 evaluated prompt tokens a question (the coordinator's: ~2,270)
     routing: Literal["coordinator", "sequence"] = "coordinator"
     # -- needed in every mode: prompts must fit the model's context --
     context_chars: int | None = Field(default=6000, ge=200)  # all of S, packed (None: no limit)
