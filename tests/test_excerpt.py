@@ -48,3 +48,32 @@ def test_never_longer_than_asked():
         text = " ".join(rng.choice(words) for _ in range(rng.randint(0, 60)))
         chars = rng.randint(1, 200)
         assert len(excerpt(text, "beta zeta kappa", chars)) <= chars
+
+
+# an infobox flattened into one "sentence" (MuSiQue's Kansas paragraph, shortened and
+# renamed): no sentence break before the field the reader asks about
+INFOBOX = (
+    "State of Norland Flag Seal Nickname: The Fern State; The Lake State Motto: Always north "
+    "State song: Pines of the North Official language English Demonym Norlander Time zone Central "
+    "Capital Vesby Largest city Ardal Largest metro Greater Ardal City Area Ranked 20th Total "
+    "61,204 sq mi (158,500 km2) Width 300 miles Length 210 miles Population Ranked 31st Total "
+    "3,104,552 (2017 est.) Density 50.7 / sq mi Elevation Highest point Mount Kell 3,020 ft "
+    "Admission to Union March 3, 1859 Governor Ada Lund Legislature Norland Assembly"
+)
+
+
+def test_a_sentence_longer_than_the_room_is_cut_where_the_words_looked_for_begin():
+    about = "What is the population of the state where Ardal Regional Airport is?"
+    out = excerpt(INFOBOX, about, 300)
+    assert len(out) <= 300 and out.startswith("State of Norland")
+    # the field's name and its value in one piece
+    assert "Population Ranked 31st Total 3,104,552" in out
+    assert "Population" not in INFOBOX[:300]  # a plain cut (before, the clipped "sentence") misses it
+
+
+def test_among_sentences_sharing_as_many_words_the_rarer_word_wins():
+    text = "Ola Berg is a Norwegian skier. Berg won a race in Oslo. He was born in Tromsø. Berg retired in 2019."
+    # one word each: "Berg" is in three sentences, "born" in one, so the birth sentence
+    # comes first although it is later (the document's order alone chose the race)
+    out = excerpt(text, "Where was Berg born?", 70)
+    assert out == "Ola Berg is a Norwegian skier. … He was born in Tromsø. …"

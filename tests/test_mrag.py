@@ -808,3 +808,29 @@ def test_the_answerer_reads_what_vanilla_rag_reads_whole_and_nearest_the_questio
     last_two = "\n\n[".join(blocks[-2:])
     for h in vanilla:  # whole, and among the two printed nearest the question
         assert " ".join(h.text.split()) in " ".join(last_two.split())
+
+
+def test_answer_chars_the_agents_reading_s_see_each_document_near_the_question(retriever):
+    """answer_chars=N (ours): each document of S reaches the answerer as its excerpt for
+    the question and S's findings within N characters: the line about the destroyer near
+    the end of Grace Hopper's page stays, her work on the Harvard Mark I does not; without
+    it (and in the paper's mode) the page is whole."""
+    q = "Which destroyer is named in honour of Grace Hopper?"
+    shown = {}
+    for config in ({}, {"answer_chars": 200}, {"answer_chars": 200, "paper": True}):
+        script = Script(
+            CoordinatorDecision=[coord("searcher", q), coord("answerer"), coord("finisher")],
+            Query=[{"query": q}],
+            Judgement=judge_titles("Grace Hopper"),
+            Move=lambda _: move("end"),
+            AnswerOutput=lambda _: {"answer": "USS Hopper"},
+            FinisherDecision=lambda _: {"finish": True, "reason": "answered"},
+        )
+        llm = ScriptedLLM(fn=script)
+        ans = run(MRAG(llm, retriever, config), q)
+        assert ans.answer == "USS Hopper" and GRACE in [s.chunk_id for s in ans.sources], config
+        prompt = next(c for c in llm.calls if c.output_model.__name__ == "AnswerOutput").messages[-1]["content"]
+        shown[str(config)] = " ".join(prompt.split())
+    assert "USS Hopper is named in her honour" in shown["{'answer_chars': 200}"]
+    assert "Harvard Mark I" not in shown["{'answer_chars': 200}"]
+    assert "Harvard Mark I" in shown["{}"] and "Harvard Mark I" in shown["{'answer_chars': 200, 'paper': True}"]

@@ -418,3 +418,26 @@ def test_ours_the_reflector_reads_the_sentences_nearest_the_query(tmp_path, repo
     assert "USS Hopper is named in her honour" in seen["{}"] and "Grace Brewster Murray Hopper" in seen["{}"]
     assert "USS Hopper" not in seen["{'focused': False}"] and "USS Hopper" not in seen["{'paper': True}"]
     assert "Harvard Mark I computer" in seen["{'paper': True}"]  # its first 600 characters
+
+
+def test_ours_answer_chars_the_final_answer_reads_each_source_near_the_question(tmp_path, repo):
+    """answer_chars=N: each source reaches the final answer as its excerpt for the
+    question within N characters (the line about the destroyer, near the end of Grace
+    Hopper's page, is kept; the page's middle is not); without it, whole."""
+    from marag.index.pipeline import index_corpus
+    from marag.index.store import IndexConfig
+
+    sample = index_corpus(repo / "samples" / "corpus", tmp_path / "idx", IndexConfig(retrievers=["bm25"]), progress=False).retriever("bm25")
+    question = "Which destroyer is named in honour of Grace Hopper?"
+    shown = {}
+    for chars in (None, 300):
+        llm = script(lambda user: {"thought": "", "action": "final_answer", "query": ""},
+                     reflector=lambda user: {"found": True, "evidence": [{"doc": 1, "text": "a ship is named for her"}]},
+                     answer=lambda user: {"answer": "USS Hopper"})
+        ans = run_default(llm, sample, {"k": 1, "answer_chars": chars, "named_docs": 0, "linked_docs": 0}, question=question)
+        final = next(c for c in llm.calls if c.output_model.__name__ == "AnswerOutput")
+        shown[chars] = " ".join(final.messages[-1]["content"].split())
+        assert ans.answer == "USS Hopper" and len(ans.sources) == 1
+    assert "USS Hopper is named in her honour" in shown[300] and "USS Hopper is named in her honour" in shown[None]
+    assert "Harvard Mark I computer" in shown[None] and "Harvard Mark I computer" not in shown[300]
+    assert len(shown[300]) < len(shown[None]) - 300

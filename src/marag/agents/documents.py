@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import html
 import re
+from collections import Counter
 from collections.abc import Iterable, Sequence
 
 from pydantic import BaseModel
@@ -51,19 +52,23 @@ def sentences(text: str, min_words: int = 1) -> list[str]:
 def excerpt(text: str, about: str, chars: int) -> str:
     """At most `chars` characters of `text` for a reader looking for `about` (a query and
     its question): the first sentence, which says what the document is, then the
-    sentences that share the most content words with `about` (ties, and sentences that
-    share none, in the document's order) while they fit, printed in the document's order
-    with " … " wherever sentences were left out. A text that fits is returned whole. Why:
-    a reader given the first `chars` of a document misses the sentence further on that
-    answers its query."""
+    sentences that share the most content words with `about` while they fit, printed in
+    the document's order with " … " wherever sentences were left out. Among sentences
+    sharing as many words, those sharing the document's rarer ones come first (a word
+    every sentence repeats, such as the subject's name, tells them apart least); then the
+    document's order, also for sentences that share none. A text that fits is returned
+    whole. Why: a reader given the first `chars` of a document misses the sentence
+    further on that answers its query."""
     flat = " ".join(text.split())
     if len(flat) <= chars:
         return flat
-    pieces = SENTENCE_END.split(flat)
     terms = query_terms(about)
-    shared = [len(query_terms(x) & terms) for x in pieces]
+    pieces = [p for s in SENTENCE_END.split(flat) for p in _cut(s, terms, chars)]
+    has = [query_terms(x) & terms for x in pieces]
+    spread = Counter(t for h in has for t in h)  # in how many pieces each word is
+    rarity = [sum(1 / spread[t] for t in h) for h in has]
     chosen, used = {0}, len(pieces[0]) + 2  # (room for a closing " …")
-    for i in sorted(range(1, len(pieces)), key=lambda i: (-shared[i], i)):
+    for i in sorted(range(1, len(pieces)), key=lambda i: (-len(has[i]), -rarity[i], i)):
         if used + 3 + len(pieces[i]) <= chars:
             chosen.add(i)
             used += 3 + len(pieces[i])
@@ -76,6 +81,28 @@ def excerpt(text: str, about: str, chars: int) -> str:
     if last < len(pieces) - 1:
         parts.append("…")
     return clip(" ".join(parts), chars)
+
+
+def _cut(sentence: str, terms: frozenset[str], chars: int) -> list[str]:
+    """`sentence` as the pieces `excerpt` chooses from: whole when it fits in `chars`;
+    else (an infobox or a table flattened into one "sentence", which could only be shown
+    clipped) runs of words of at most `chars // 3` characters, a run also starting where
+    one of `terms` is first mentioned, so that a field's name and the value after it
+    ("Population ... Total 2,913,123") stay in one piece."""
+    if len(sentence) <= chars:
+        return [sentence]
+    longest = max(40, chars // 3)
+    runs: list[list[str]] = [[]]
+    run_chars, seen = 0, set()
+    for word in sentence.split(" "):
+        new = (query_terms(word) & terms) - seen
+        seen |= new
+        if runs[-1] and (new or run_chars + 1 + len(word) > longest):
+            runs.append([])
+            run_chars = -1
+        runs[-1].append(word)
+        run_chars += 1 + len(word)
+    return [" ".join(r) for r in runs]
 
 
 def pack_texts(lengths: Sequence[int], budget: int | None, floor: int = 200) -> list[int]:

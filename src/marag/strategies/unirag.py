@@ -50,7 +50,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field, field_validator
 
-from marag.agents.documents import doc_from_hit, named_in
+from marag.agents.documents import doc_from_hit, excerpt, named_in
 from marag.agents.layout import clip
 from marag.agents.answerer import AnswerInput, Passage
 from marag.agents.queries import QUERY_MAX_CHARS, clean_query, topic_words
@@ -151,6 +151,9 @@ class UniRAGConfig(PaperSwitch, AnsweringConfig):
     # With the 1.5B default, 4 (with k=4) measured better than 8 (see `k`).
     answer_from: Literal["memory", "sources"] = "sources"
     answer_passages: int = Field(default=4, ge=1, le=20)
+    # each source as the final answer reads it: its `excerpt` for the question within
+    # N characters, or (None) whole
+    answer_chars: int | None = Field(default=None, ge=100)
     temperature: float = 0.0
     # per role, e.g. self-training samples the planner and reflector at 0.7 and the final answer at 0.1
     role_temperatures: dict[str, float] = Field(default_factory=dict)
@@ -191,7 +194,8 @@ class UniRAG(Strategy):
                 steps.append(await self._search_step(question, plan, memory, cited))
         with grace():  # the answer is written even when the question's budget is spent
             if cfg.answer_from == "sources":
-                passages = [Passage(title=h.title, text=h.text) for h in list(cited.values())[: cfg.answer_passages]]
+                sources = list(cited.values())[: cfg.answer_passages]
+                passages = [Passage(title=h.title, text=excerpt(h.text, question, cfg.answer_chars) if cfg.answer_chars else h.text) for h in sources]
                 out = await self._call(SourcesAnswer(cfg.style()), AnswerInput(question=question, passages=passages))
             else:
                 out = await self._call(FinalAnswer(cfg.style()), FinalInput(question=question, memory=steps))

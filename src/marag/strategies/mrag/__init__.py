@@ -152,6 +152,7 @@ PAPER_SETTINGS: dict[str, Any] = {
     "doc_chars": None,
     "focused": False,
     "coordinator_input_chars": 1000,
+    "answer_chars": None,
     "late_answer": False,
     "memory": False,
     "progress_guard": False,
@@ -239,6 +240,10 @@ class MRAGConfig(PaperSwitch, AnsweringConfig):
     routing: Literal["coordinator", "sequence"] = "coordinator"
     # -- needed in every mode: prompts must fit the model's context --
     context_chars: int | None = Field(default=6000, ge=200)  # all of S, packed (None: no limit)
+    # each document of S as the agents that read S see it (answerer, summarizer, reasoner,
+    # validator, finisher): its `excerpt` for the question and S's findings within N
+    # characters (ours), or (None) whole while S fits `context_chars`
+    answer_chars: int | None = Field(default=None, ge=100)
     temperature: float = 0.0
     # per role, e.g. self-training samples trainable roles at 0.7 and the answerer at 0.1
     role_temperatures: dict[str, float] = Field(default_factory=dict)
@@ -453,11 +458,13 @@ class MRAG(Strategy):
     async def _docs(self, st: State) -> list[Doc]:
         """All of S, most relevant first (`_ordered`), packed into `context_chars` (see
         `pack_texts`)."""
+        cfg = self.config
         ranked = await self._ordered(st)
         texts = [" ".join(h.text.split()) for h, _ in ranked]
-        allowance = pack_texts([len(t) for t in texts], self.config.context_chars)
+        allowance = pack_texts([len(t) for t in texts], cfg.context_chars)
+        about = " ".join([st.question, *st.facts()]) if cfg.answer_chars else ""
         return [
-            doc_from_hit(h, n, found_for=j.query if j and not self.config.unlabelled_docs else "")
+            doc_from_hit(h, min(n, cfg.answer_chars or n), found_for=j.query if j and not cfg.unlabelled_docs else "", about=about)
             for (h, j), n in zip(ranked, allowance)
             if n > 0
         ]
