@@ -156,12 +156,13 @@ class UniRAGConfig(PaperSwitch, AnsweringConfig):
     # N characters (ours), or (None) whole. 400 with the 1.5B default, held out (questions
     # 1-30, fresh runs): HotpotQA F1 .767 -> .767 (every answer the same), evaluated
     # prompt tokens a question 1,904 -> 1,792 (the final answer's 366 -> 303); MuSiQue
-    # 2,022 -> 1,692 (611 -> 288), F1 .429 -> .379 in a fresh run, whose two lost answers
-    # came from calls with the same prompts as before (llama.cpp's parallel slots are not
-    # deterministic), and .XXX with the earlier run's replies replayed. 300 lost "Martha
-    # Burns" (tuning, HotpotQA 51-62). Why: `excerpt` keeps a field and its value together
-    # in an infobox flattened into one "sentence" (at 400 and 500 it had clipped Kansas's
-    # population out of its infobox)
+    # 2,022 -> 1,692 (611 -> 288), F1 .429 -> .379 in a fresh run (one of its two lost
+    # answers came from a planner call whose prompt was unchanged: llama.cpp's parallel
+    # slots are not deterministic) and .401 with the earlier run's replies replayed where
+    # the prompts matched (-.028 [-.072, .000], 0 better, 2 worse). Tuning (51-62): MuSiQue
+    # .125 -> .173 (2 better, 0 worse), HotpotQA unchanged; 300 lost "Martha Burns". Why it
+    # works now: `excerpt` keeps a field and its value together in an infobox flattened
+    # into one "sentence" (before, at 400 and 500, Kansas's population was clipped out)
     answer_chars: int | None = Field(default=400, ge=100)
     temperature: float = 0.0
     # per role, e.g. self-training samples the planner and reflector at 0.7 and the final answer at 0.1
