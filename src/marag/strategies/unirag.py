@@ -160,7 +160,7 @@ class UniRAGConfig(PaperSwitch, AnsweringConfig):
     # answers came from a planner call whose prompt was unchanged: llama.cpp's parallel
     # slots are not deterministic) and .401 with the earlier run's replies replayed where
     # the prompts matched (-.028 [-.072, .000], 0 better, 2 worse). Tuning (51-62): MuSiQue
-    # .125 -> .173 (2 better, 0 worse), HotpotQA unchanged; 300 lost "Martha Burns". Why it
+    # .125 -> .214 (2 better, 0 worse), HotpotQA unchanged; 300 lost "Martha Burns". Why it
     # works now: `excerpt` keeps a field and its value together in an infobox flattened
     # into one "sentence" (before, at 400 and 500, Kansas's population was clipped out)
     answer_chars: int | None = Field(default=400, ge=100)
