@@ -85,10 +85,10 @@ def excerpt(text: str, about: str, chars: int) -> str:
 
 def _cut(sentence: str, terms: frozenset[str], chars: int) -> list[str]:
     """`sentence` as the pieces `excerpt` chooses from: whole when it fits in `chars`;
-    else (an infobox or a table flattened into one "sentence", which could only be shown
-    clipped) runs of words of at most `chars // 3` characters, a run also starting where
-    one of `terms` is first mentioned, so that a field's name and the value after it
-    ("Population ... Total 2,913,123") stay in one piece."""
+    else (an infobox or a table flattened into one "sentence", which could only be
+    shown clipped) runs of words of at most a third of `chars` (40 at least), a run also
+    starting where one of `terms` is first mentioned, so that a field's name and the
+    value after it ("Population ... Total 2,913,123") stay in one piece."""
     if len(sentence) <= chars:
         return [sentence]
     longest = max(40, chars // 3)
