@@ -263,7 +263,7 @@ def test_ours_a_query_about_something_else_is_sent_back(retriever):
 def test_ours_the_final_answer_reads_the_source_documents_not_the_guesses_in_thoughts(retriever):
     """The reference model's first thought guessed an answer ("written by the Japanese
     singer Tatsuya Miyazaki") and the final answer, reading the working memory, repeated
-    it. By default the final answer reads the evidence's source documents (each within answer_chars), with
+    it. By default the final answer reads the evidence's source documents, whole, with
     the one-shot answerer's prompt; the paper's reads the memory."""
     guess = "The author surely grew up in Oslo."
 
@@ -280,7 +280,7 @@ def test_ours_the_final_answer_reads_the_source_documents_not_the_guesses_in_tho
     final = next(c for c in llm.calls if c.output_model.__name__ == "AnswerOutput")
     text = final.messages[-1]["content"]
     assert guess not in text and "Working memory" not in text
-    assert "She grew up in Brekke, a village on the west coast." in text  # the whole document (shorter than answer_chars)
+    assert "She grew up in Brekke, a village on the west coast." in text  # the whole document
     assert ans.answer == "Brekke" and [s.agent for s in ans.trace.steps][-2] == "final_answer"
     # the paper's final answer reads the memory, thoughts and all
     assert run_default(script(planner, answer=answer), retriever, {"paper": True}).answer == "Oslo"

@@ -35,9 +35,8 @@ first search is for the question itself, and the planner plans from what it foun
 the German musician whose godfather is whom?"),
 `related_queries` (a query sharing no topic word with the question or the evidence so
 far, or a sentence of the evidence copied as the query, is sent back like a repeat) and
-`answer_from="sources"` (the final answer reads the evidence's source documents, each
-as its 400 characters nearest the question (`answer_chars`), with the one-shot
-answerer's prompt, instead of the working memory, whose first thought
+`answer_from="sources"` (the final answer reads the evidence's source documents whole,
+with the one-shot answerer's prompt, instead of the working memory, whose first thought
 is often a guessed answer the final answer repeats) and `focused` (the reflector reads
 each document's first sentence and the sentences nearest the query and the question,
 within `doc_chars=350`, instead of its first 600 characters). `paper=true` also selects the
@@ -116,8 +115,8 @@ class UniRAGConfig(PaperSwitch, AnsweringConfig):
     doc_chars: int | None = Field(default=350, ge=100)  # each document as the reflector reads it (600 in the paper's mode)
     # the reflector reads each document's first sentence and the sentences nearest the
     # query and the question within `doc_chars` (`marag.agents.documents.excerpt`), not
-    # its first `doc_chars` (ours, as mRAG's judge; the final answer reads its sources
-    # within `answer_chars`). Tuning, HotpotQA 51-62 (n=12, one LLM cache shared with the run
+    # its first `doc_chars` (ours, as mRAG's judge; the final answer still reads its
+    # sources whole). Tuning, HotpotQA 51-62 (n=12, one LLM cache shared with the run
     # without it): 350 focused against the first 600, F1 .764 -> .848 (+.083, 1 better:
     # "Steely and Clevie", 0 worse), evaluated prompt tokens a question 1,773 -> 1,444
     # (the reflector 867 -> 661; about 1,510 counting the 16 calls replayed from the
@@ -146,24 +145,23 @@ class UniRAGConfig(PaperSwitch, AnsweringConfig):
     question_first: bool = True  # the first search is for the question itself (ours)
     related_queries: bool = True  # a query must share a topic word with the question or the evidence (ours)
     # what the final answer reads: the working memory (the paper) or the documents the
-    # evidence came from, at most `answer_passages` of them (ours). Tuning
+    # evidence came from, whole, at most `answer_passages` of them (ours). Tuning
     # questions (HotpotQA 51-80 / MuSiQue 21-40, reference model): F1 .282 / .120 reading
     # 6, .316 / .137 reading 8, the same reading 10; reading 2 or 4 of them was worse.
     # With the 1.5B default, 4 (with k=4) measured better than 8 (see `k`).
     answer_from: Literal["memory", "sources"] = "sources"
     answer_passages: int = Field(default=4, ge=1, le=20)
     # each source as the final answer reads it: its `excerpt` for the question within
-    # N characters (ours), or (None) whole. 400 with the 1.5B default, held out (questions
-    # 1-30, fresh runs): HotpotQA F1 .767 -> .767 (every answer the same), evaluated
-    # prompt tokens a question 1,904 -> 1,792 (the final answer's 366 -> 303); MuSiQue
-    # 2,022 -> 1,692 (611 -> 288), F1 .429 -> .379 in a fresh run (one of its two lost
-    # answers came from a planner call whose prompt was unchanged: llama.cpp's parallel
-    # slots are not deterministic) and .401 with the earlier run's replies replayed where
-    # the prompts matched (-.028 [-.072, .000], 0 better, 2 worse). Tuning (51-62): MuSiQue
-    # .125 -> .214 (2 better, 0 worse), HotpotQA unchanged; 300 lost "Martha Burns". Why it
-    # works now: `excerpt` keeps a field and its value together in an infobox flattened
-    # into one "sentence" (before, at 400 and 500, Kansas's population was clipped out)
-    answer_chars: int | None = Field(default=400, ge=100)
+    # N characters (ours), or (None, the default) whole. Measured with the 1.5B default
+    # at 400: tuning (51-62) HotpotQA F1 .848 -> .848, MuSiQue .125 -> .214 (2 better);
+    # held out (1-30) HotpotQA .767 -> .767 with 1,904 -> 1,792 evaluated prompt tokens a
+    # question, MuSiQue .429 -> .379 fresh / .401 replayed (0 better, 2 worse), 2,022 ->
+    # 1,692. Not the default: offline, the gold answer that the whole sources showed was
+    # cut out of the excerpts in 3 of 7 MuSiQue tuning questions and 5 of 23 held out (an
+    # answer in a table or in a sentence sharing no word with the question); at 600 and
+    # 800 still 2 of 23. Before `excerpt` kept an infobox's field with its value, 400 and
+    # 500 also lost Kansas's population
+    answer_chars: int | None = Field(default=None, ge=100)
     temperature: float = 0.0
     # per role, e.g. self-training samples the planner and reflector at 0.7 and the final answer at 0.1
     role_temperatures: dict[str, float] = Field(default_factory=dict)
