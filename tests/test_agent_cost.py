@@ -238,7 +238,7 @@ def test_judge_pages_makes_one_call_per_page(retriever):
         return chatty(messages, output)
 
     llm = ScriptedLLM(fn=pages)
-    ans = asyncio.run(MRAG(llm, retriever, {"judge_pages": True}).run("Who created Python?"))
+    ans = asyncio.run(MRAG(llm, retriever, {"judge_pages": True, "next_move": "model"}).run("Who created Python?"))
     names = [c.output_model.__name__ for c in llm.calls]
     assert names.count("PageJudgement") == 1 and "Judgement" not in names
     assert len(ans.sources) == 2

@@ -132,7 +132,7 @@ def test_case_study_1_control_flow(retriever):
             }
         ],
     )
-    ans = run(MRAG(ScriptedLLM(fn=script), retriever), q)
+    ans = run(MRAG(ScriptedLLM(fn=script), retriever, {"next_move": "model"}), q)  # the moves are the model's
     t = ans.trace
     assert agents(t) == [
         "planner",
@@ -202,7 +202,7 @@ def test_case_study_2_searcher_changes_an_unproductive_query(retriever):
         AnswerOutput=[{"answer": "Karl von Frisch"}],
     )
     # the paper's searcher: judged by the model alone, any query goes
-    ans = run(MRAG(ScriptedLLM(fn=script), retriever, {"keep_top_ranked": 0, "guards": False, "searcher_max_steps": 6}), q)
+    ans = run(MRAG(ScriptedLLM(fn=script), retriever, {"keep_top_ranked": 0, "guards": False, "searcher_max_steps": 6, "next_move": "model"}), q)
     searcher = next(s for s in ans.trace.steps if s.agent == "searcher")
     pages = searcher.outputs["steps"]
     assert [(p["query"], p["offset"]) for p in pages] == [
@@ -673,7 +673,7 @@ def test_paper_mode_leaves_no_addition_active(retriever):
     assert MRAGConfig().additions() == [
         "answer_type_check", "guards", "hints", "keep_top_ranked", "searcher_max_steps", "history_window", "report_chars", "doc_chars",
         "focused", "coordinator_input_chars", "late_answer", "memory", "progress_guard", "judge_pages", "max_searcher_runs",
-        "unlabelled_docs", "linked_docs",
+        "unlabelled_docs", "linked_docs", "next_move",
     ]  # fmt: skip
     assert isinstance(make_strategy("mrag_paper", ScriptedLLM(), retriever), MRAG)
     assert make_strategy("mrag_paper", ScriptedLLM(), retriever).config.paper is True
@@ -834,3 +834,33 @@ def test_answer_chars_the_agents_reading_s_see_each_document_near_the_question(r
     assert "USS Hopper is named in her honour" in shown["{'answer_chars': 200}"]
     assert "Harvard Mark I" not in shown["{'answer_chars': 200}"]
     assert "Harvard Mark I" in shown["{}"] and "Harvard Mark I" in shown["{'answer_chars': 200, 'paper': True}"]
+
+
+@pytest.mark.parametrize("next_move", ["rule", "model"])
+def test_by_rule_the_searcher_reads_on_while_pages_add_documents_with_no_move_call(retriever, next_move):
+    """`next_move="rule"` (the default): no next-move call; the same query's next page
+    while a page adds relevant documents, then (a page added nothing) the question
+    itself. The model's "continue" after the page that added nothing ends the query."""
+    q = "Who is often called the first computer programmer?"
+    script = Script(
+        CoordinatorDecision=[coord("searcher", "the first programmer"), coord("answerer"), coord("finisher")],
+        Query=[{"query": "first computer programmer"}],
+        Judgement=judge_titles("Ada Lovelace"),
+        Move=lambda _: move("continue", reason="still finding"),
+        AnswerOutput=[{"answer": "Ada Lovelace"}],
+    )
+    cfg = {"next_move": next_move, "keep_top_ranked": 0, "linked_docs": 0}
+    ans = run(MRAG(ScriptedLLM(fn=script), retriever, cfg), q)
+    pages = next(s for s in ans.trace.steps if s.agent == "searcher").outputs["steps"]
+    first = [("first computer programmer", 0, "continue")]
+    if next_move == "rule":
+        assert [(p["query"], p["offset"], p["action"]) for p in pages] == [
+            *first, ("first computer programmer", 2, "change"), (q, 0, "end")
+        ]
+        assert pages[1]["reason"] == "rule: the page added nothing; the question itself" and pages[2]["forced"] == "max_steps"
+    else:
+        assert [(p["query"], p["offset"], p["action"]) for p in pages] == [*first, ("first computer programmer", 2, "end")]
+        assert pages[1]["forced"] == "page_added_nothing"
+    assert script.calls.get("Move", 0) == (0 if next_move == "rule" else 2)
+    assert sum(s.agent == "searcher.next" for s in ans.trace.steps) == script.calls.get("Move", 0)
+    assert [s.chunk_id for s in ans.sources] == [ADA] and ans.answer == "Ada Lovelace"

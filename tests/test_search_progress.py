@@ -146,7 +146,7 @@ def test_a_second_hop_is_reached_through_the_bridge_entity(retriever):
     )
     llm = ScriptedLLM(fn=script)
     # (linked_docs off: it would fetch the author's page by its title after the first run)
-    ans = asyncio.run(MRAG(llm, retriever, {"linked_docs": 0}).run(QUESTION))
+    ans = asyncio.run(MRAG(llm, retriever, {"linked_docs": 0, "next_move": "model"}).run(QUESTION))
     t = ans.trace
     searches = [c for s in t.steps for c in s.searches]
     assert [c.query for c in searches][0] == QUESTION
@@ -180,7 +180,7 @@ def test_queries_never_carry_bookkeeping(retriever):
         Move=[{"action": "change", "new_query": "Maren Holt Look for: birthplace", "reason": "next hop"}, {"action": "end", "new_query": "", "reason": ""}],
         AnswerOutput=lambda _: {"answer": "Brekke"},
     )
-    ans = asyncio.run(MRAG(ScriptedLLM(fn=script), retriever).run(QUESTION))
+    ans = asyncio.run(MRAG(ScriptedLLM(fn=script), retriever, {"next_move": "model"}).run(QUESTION))
     queries = [c.query for s in ans.trace.steps for c in s.searches]
     assert list(dict.fromkeys(queries)) == ["Salt Winter author", "Maren Holt"]
 
@@ -281,7 +281,7 @@ def test_counters_of_the_next_move_prompt_never_reach_the_index(retriever):
         AnswerOutput=lambda _: {"answer": "Brekke"},
     )
     llm = ScriptedLLM(fn=script)
-    ans = asyncio.run(MRAG(llm, retriever).run(QUESTION))
+    ans = asyncio.run(MRAG(llm, retriever, {"next_move": "model"}).run(QUESTION))
     queries = list(dict.fromkeys(c.query for s in ans.trace.steps for c in s.searches))
     assert queries == ["Salt Winter author", "Maren Holt"]
     move_prompt = next(c.messages[-1]["content"] for c in llm.calls if c.output_model.__name__ == "Move")
@@ -301,7 +301,7 @@ def test_a_query_repeated_over_searcher_runs_reads_at_most_its_limit_then_ends_t
         AnswerOutput=lambda _: {"answer": "unknown"},
     )
     cfg = {"query_reuse_limit": 2, "max_agent_calls": 8, "keep_top_ranked": 0, "progress_guard": False, "guards": False,
-           "max_searcher_runs": None}  # fmt: skip
+           "max_searcher_runs": None, "next_move": "model"}  # fmt: skip
     ans = asyncio.run(MRAG(ScriptedLLM(fn=script), retriever, cfg).run(QUESTION))
     searches = [c.query for s in ans.trace.steps for c in s.searches]
     # two pages of the query in all, over every run; then the coordinator's words, two pages

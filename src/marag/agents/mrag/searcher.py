@@ -198,9 +198,22 @@ class NextMove(Agent[NextInput, Move]):
         return laid_out(_NEXT_SYSTEM, inp.question, state, "Next move as JSON.")
 
     def fallback(self, inp: NextInput, error: StructuredOutputError) -> Move:
-        more = inp.heuristic_fallback and inp.new_on_page > 0 and inp.uses < inp.reuse_limit
-        action: Action = "continue" if more else "end"
-        return Move(action=action, reason=f"fallback: {action} (next-move output unusable)")
+        if not inp.heuristic_fallback:
+            return Move(action="end", reason="fallback: end (next-move output unusable)")
+        move = rule_move(inp.new_on_page, inp.uses, inp.reuse_limit)
+        return move.model_copy(update={"reason": f"fallback: {move.action} (next-move output unusable)"})
+
+
+def rule_move(new_on_page: int, uses: int, reuse_limit: int, then: str = "") -> Move:
+    """The move without a model call (ours): read the same query's next page while its
+    pages add relevant documents and it has pages left; after a page that added nothing,
+    search `then` instead (if given), else end. The next-move fallback (no `then`), and
+    `next_move="rule"`'s every move (`then`: the question itself)."""
+    if new_on_page > 0 and uses < reuse_limit:
+        return Move(action="continue", reason="rule: the page added documents")
+    if new_on_page == 0 and then:
+        return Move(action="change", new_query=then[:QUERY_MAX_CHARS], reason="rule: the page added nothing; the question itself")
+    return Move(action="end", reason="rule: the page added nothing" if new_on_page == 0 else "rule: the query's pages are used up")
 
 
 __all__ = [
@@ -217,4 +230,5 @@ __all__ = [
     "Query",
     "QueryInput",
     "QueryWriter",
+    "rule_move",
 ]

@@ -18,7 +18,8 @@ read at most `query_reuse_limit` times (then the move is forced to a fresh query
 model offered one, else to end), an empty page ends that query the same way, with
 `max_steps` the whole search stops after that many pages, and a spent question budget
 ends it at once. Our guards, each off in the paper's mode: `stop_dry_paging` (a page
-that added nothing ends paging of that query), `on_topic_queries` and the rank floor
+that added nothing ends paging of that query), `model_moves=False` (no next-move call:
+`rule_move` reads on while pages add relevant documents), `on_topic_queries` and the rank floor
 `keep_top_ranked` (the top hits of the run's first query stay in what it returns,
 marked `by_rank`, whatever the judge said: the retriever's top hits are what a
 retrieve-then-read baseline reads, and small judges miss gold documents. Measured on
@@ -46,6 +47,7 @@ from marag.agents.mrag.searcher import (
     PageJudgeInput,
     QueryInput,
     QueryWriter,
+    rule_move,
 )
 from marag.agents.queries import QUERY_MAX_CHARS, clean_query, content_words, topic_words
 from marag.agents.search.memory import SearchFn, SearchMemory, query_terms
@@ -80,6 +82,9 @@ class SearchLimits(BaseModel):
     memory: bool = False  # unseen documents only, repeated queries rejected (module docstring)
     query_retries: int = 1  # with memory: new queries asked for after a repeated one
     judge_pages: bool = False  # one judge call per page instead of per document (ours)
+    # the move after each page: a next-move model call (the paper), or (False, ours)
+    # `rule_move`: the same query's next page while pages add relevant documents
+    model_moves: bool = True
 
 
 class Judged(BaseModel):
@@ -204,23 +209,29 @@ class Searcher:
                 if stop:  # the outcome is forced: no next-move call
                     steps.append(SearchStep(query=query, offset=offset, docs=judged, action="end", forced=stop, skipped=page.skipped))
                     break
-                move = await NextMove()(
-                    llm,
-                    NextInput(
-                        question=inp.question,
-                        aspects=inp.aspects,
-                        query=query,
-                        uses=uses[query],
-                        reuse_limit=limits.query_reuse_limit,
-                        steps_left=page_cap - n - 1 if limits.max_steps else None,
-                        page=[f"{j.title or j.chunk_id}: {'relevant' if j.relevant else 'not relevant'}" + (f" ({j.fact})" if j.fact else "") for j in judged],
-                        found=[j.line for _, j in found.values()],
-                        new_on_page=len(new),
-                        heuristic_fallback=limits.heuristic_fallbacks,
-                    ),
-                    temperature,
-                    seed,
-                )
+                if limits.model_moves:
+                    move = await NextMove()(
+                        llm,
+                        NextInput(
+                            question=inp.question,
+                            aspects=inp.aspects,
+                            query=query,
+                            uses=uses[query],
+                            reuse_limit=limits.query_reuse_limit,
+                            steps_left=page_cap - n - 1 if limits.max_steps else None,
+                            page=[f"{j.title or j.chunk_id}: {'relevant' if j.relevant else 'not relevant'}" + (f" ({j.fact})" if j.fact else "") for j in judged],
+                            found=[j.line for _, j in found.values()],
+                            new_on_page=len(new),
+                            heuristic_fallback=limits.heuristic_fallbacks,
+                        ),
+                        temperature,
+                        seed,
+                    )
+                else:
+                    # after a page that added nothing, the question itself: the 1.5B's
+                    # "continue" moves often carried it as their new query, which the dry
+                    # page turned into a change (what a retrieve-then-read baseline searches)
+                    move = rule_move(len(new), uses[query], limits.query_reuse_limit, then=inp.question)
                 new_query = clean_query(move.new_query)
                 fresh = self._fresh(new_query, query, memory, limits, usable, repeats)
                 if move.action == "change" and not fresh and limits.memory:
