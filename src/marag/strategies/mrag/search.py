@@ -19,7 +19,8 @@ model offered one, else to end), an empty page ends that query the same way, wit
 `max_steps` the whole search stops after that many pages, and a spent question budget
 ends it at once. Our guards, each off in the paper's mode: `stop_dry_paging` (a page
 that added nothing ends paging of that query), `model_moves=False` (no next-move call:
-`rule_move` reads on while pages add relevant documents), `on_topic_queries` and the rank floor
+`rule_move` reads on while pages add relevant documents, then searches the question),
+`on_topic_queries` and the rank floor
 `keep_top_ranked` (the top hits of the run's first query stay in what it returns,
 marked `by_rank`, whatever the judge said: the retriever's top hits are what a
 retrieve-then-read baseline reads, and small judges miss gold documents. Measured on
@@ -83,7 +84,8 @@ class SearchLimits(BaseModel):
     query_retries: int = 1  # with memory: new queries asked for after a repeated one
     judge_pages: bool = False  # one judge call per page instead of per document (ours)
     # the move after each page: a next-move model call (the paper), or (False, ours)
-    # `rule_move`: the same query's next page while pages add relevant documents
+    # `rule_move`: the same query's next page while pages add relevant documents, then
+    # the question itself
     model_moves: bool = True
 
 
