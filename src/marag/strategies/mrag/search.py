@@ -230,9 +230,9 @@ class Searcher:
                         seed,
                     )
                 else:
-                    # after a page that added nothing, the question itself: the 1.5B's
-                    # "continue" moves often carried it as their new query, which the dry
-                    # page turned into a change (what a retrieve-then-read baseline searches)
+                    # after a page that added nothing, the question itself (what a
+                    # retrieve-then-read baseline searches); the 1.5B's moves carried a new
+                    # query there, the question in 4 of 47, which the dry page ran
                     move = rule_move(len(new), uses[query], limits.query_reuse_limit, then=inp.question)
                 new_query = clean_query(move.new_query)
                 fresh = self._fresh(new_query, query, memory, limits, usable, repeats)
