@@ -238,9 +238,11 @@ def test_budget_exhaustion_still_answers(retriever):
     assert ans.usage["answered_after_budget"] == 1.0
 
 
-def test_repetition_guard_moves_the_fixed_sequence_on(retriever):
+@pytest.mark.parametrize("plan_first", [False, True])
+def test_repetition_guard_moves_the_fixed_sequence_on(retriever, plan_first):
     # a small model that always names the reasoner: after 3 in a row the guard runs the
-    # fixed sequence's next agent instead (planner, then searcher, ...)
+    # fixed sequence's next agent instead (planner, searcher, answerer, finisher; without
+    # plan_first no planner)
     script = Script(
         CoordinatorDecision=lambda _: coord("reasoner", "think"),
         Analysis=lambda _: {"analysis": "hmm"},
@@ -250,12 +252,14 @@ def test_repetition_guard_moves_the_fixed_sequence_on(retriever):
         Move=lambda _: move("end"),
         AnswerOutput=lambda _: {"answer": "a desert"},
     )
-    cfg = {"max_agent_calls": 20, "progress_guard": False}  # this guard alone
+    cfg = {"max_agent_calls": 20, "progress_guard": False, "plan_first": plan_first}  # this guard alone
     ans = run(MRAG(ScriptedLLM(fn=script), retriever, cfg), "What is the Sahara?")
-    r3 = ["reasoner"] * 3
-    assert agents(ans.trace) == r3 + ["planner"] + r3 + ["searcher"] + r3 + ["answerer"] + r3 + ["finisher"]
+    r3, sequence = ["reasoner"] * 3, ["planner"] * plan_first + ["searcher", "answerer", "finisher"]
+    assert agents(ans.trace) == [a for agent in sequence for a in r3 + [agent]]
     guards = [s for s in ans.trace.steps if s.agent == "guard"]
-    assert guards[0].inputs["picked"] == "reasoner" and guards[0].outputs["agent"] == "planner"
+    assert [g.outputs["agent"] for g in guards] == sequence and guards[0].inputs["picked"] == "reasoner"
+    hints = [s.inputs["default_next"] for s in ans.trace.steps if s.agent == "coordinator"]
+    assert hints[0] == sequence[0] and ("planner" in hints) == plan_first
     assert ans.answer == "a desert" and [s.chunk_id for s in ans.sources] == ["geography/sahara.md#0"]
 
 
@@ -352,21 +356,28 @@ def test_finisher_before_any_response_is_refused_and_routed(retriever):
 
 
 def test_unusable_coordinator_output_falls_back_to_the_fixed_sequence(retriever):
-    script = Script(
-        CoordinatorDecision=lambda _: "I think we should maybe search?",  # garbage, and again on repair
-        Plan=[{"steps": ["look up Python's creator"]}],
-        Query=[{"query": "Python programming language created"}],
-        Judgement=judge_titles("The Python programming language"),
-        Move=[move("end")],
-        AnswerOutput=[{"answer": "Guido van Rossum"}],
-    )
-    ans = run(MRAG(ScriptedLLM(fn=script), retriever), "Who created the Python programming language?")
+    def script() -> Script:
+        return Script(
+            CoordinatorDecision=lambda _: "I think we should maybe search?",  # garbage, and again on repair
+            Plan=[{"steps": ["look up Python's creator"]}],
+            Query=[{"query": "Python programming language created"}],
+            Judgement=judge_titles("The Python programming language"),
+            Move=[move("end")],
+            AnswerOutput=[{"answer": "Guido van Rossum"}],
+        )
+
+    ans = run(MRAG(ScriptedLLM(fn=script()), retriever), "Who created the Python programming language?")
     assert agents(ans.trace) == ["planner", "searcher", "answerer", "finisher"]
     coordinators = [s for s in ans.trace.steps if s.agent == "coordinator"]
     assert [s.status for s in coordinators] == ["fallback"] * 4
     assert all(len(s.llm_calls) == 1 and s.llm_calls[0].repaired for s in coordinators)  # reply + repair
     assert coordinators[1].outputs["agent"] == "searcher" and coordinators[1].outputs["reason"].startswith("fallback")
     assert ans.answer == "Guido van Rossum" and ans.usage["fallbacks"] == 4
+    # without plan_first the sequence opens with the searcher: no plan is asked for
+    first = script()
+    ans = run(MRAG(ScriptedLLM(fn=first), retriever, {"plan_first": False}), "Who created the Python programming language?")
+    assert agents(ans.trace) == ["searcher", "answerer", "finisher"] and "Plan" not in first.calls
+    assert ans.usage["fallbacks"] == 3
 
 
 def test_sequence_routing_runs_the_agents_without_a_coordinator(retriever):
@@ -675,6 +686,7 @@ def test_paper_mode_leaves_no_addition_active(retriever):
         "focused", "coordinator_input_chars", "late_answer", "memory", "progress_guard", "judge_pages", "max_searcher_runs",
         "unlabelled_docs", "linked_docs", "next_move",
     ]  # fmt: skip
+    assert "plan_first" in MRAGConfig(plan_first=False).additions()
     assert isinstance(make_strategy("mrag_paper", ScriptedLLM(), retriever), MRAG)
     assert make_strategy("mrag_paper", ScriptedLLM(), retriever).config.paper is True
 

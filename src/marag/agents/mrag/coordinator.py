@@ -3,8 +3,9 @@ have reported so far and the current response, and names the one agent to run ne
 with a short input for it and a short reason.
 
 Fallback: when its output is unusable it hands over to the fixed sequence
-planner -> searcher -> answerer -> finisher; the strategy tells it where that sequence
-stands (`default_next`), so the run continues from what has already happened.
+planner -> searcher -> answerer -> finisher (without the planner when the strategy's
+`plan_first` is off); the strategy tells it where that sequence stands (`default_next`), so the
+run continues from what has already happened.
 
 Hint (our addition, `hint=True`): the prompt's last line names `default_next` as "the
 usual next agent". Measured on 12 probe states (3 questions x
