@@ -4,8 +4,8 @@ with a short input for it and a short reason.
 
 Fallback: when its output is unusable it hands over to the fixed sequence
 planner -> searcher -> answerer -> finisher (without the planner when the strategy's
-`plan_first` is off); the strategy tells it where that sequence stands (`default_next`), so the
-run continues from what has already happened.
+`plan_first` is off); the strategy tells it where that sequence stands
+(`default_next`), so the run continues from what has already happened.
 
 Hint (our addition, `hint=True`): the prompt's last line names `default_next` as "the
 usual next agent". Measured on 12 probe states (3 questions x

@@ -270,8 +270,10 @@ class MRAGConfig(PaperSwitch, AnsweringConfig):
     # same), 10.0 -> 8.0 calls, 1,975 -> 1,779 tokens (fresh); MuSiQue 51-62 .083 -> .042
     # (1 worse), ~1,930 -> ~1,630; held out MuSiQue 1-30 .342 -> .299 (-.043 [-.133,
     # +.026], 1 better, 2 worse), ~2,050 -> ~1,870. Read: the losses follow what the
-    # coordinator wrote, not the plan (a guessed state in the searcher's input, an answer
-    # written as the answerer's guidance); it passed the question verbatim as often
+    # coordinator wrote (a statement as the searcher's input, which the query writer
+    # filled with a guessed state; the earlier run's answerer guidance that already held
+    # the answer), not a missing plan: it passed the question verbatim to the searcher
+    # as often with the plan as without (benchmarks/RESULTS.md)
     plan_first: bool = True
     # -- needed in every mode: prompts must fit the model's context --
     context_chars: int | None = Field(default=6000, ge=200)  # all of S, packed (None: no limit)
