@@ -876,3 +876,39 @@ def test_by_rule_the_searcher_reads_on_while_pages_add_documents_with_no_move_ca
     assert script.calls.get("Move", 0) == (0 if next_move == "rule" else 2)
     assert sum(s.agent == "searcher.next" for s in ans.trace.steps) == script.calls.get("Move", 0)
     assert [s.chunk_id for s in ans.sources] == [ADA] and ans.answer == "Ada Lovelace"
+
+
+def test_hop_moves_to_a_query_written_from_the_first_pages_documents(retriever):
+    """`next_move="hop"`: after the first page, one query-writer call that reads the
+    page's relevant documents writes the next hop's query (its own instructions, the
+    documents in the prompt); the rule decides the moves after it. A hop that repeats a
+    query already run is not taken: the rule's move stands."""
+    q = "Whose engine did the first computer programmer write about?"
+    prompts: list[str] = []
+
+    def query(user: str) -> dict:
+        prompts.append(user)
+        return {"query": "Ada Lovelace programmer" if "Documents found" not in user else hop}
+
+    for hop, second in (("Charles Babbage Analytical Engine", "Charles Babbage Analytical Engine"), ("Ada Lovelace programmer", None)):
+        prompts.clear()
+        script = Script(
+            CoordinatorDecision=[coord("searcher", q), coord("answerer"), coord("finisher")],
+            Query=query,
+            Judgement=judge_titles("Ada Lovelace"),
+            AnswerOutput=[{"answer": "Charles Babbage"}],
+        )
+        cfg = {"next_move": "hop", "keep_top_ranked": 0, "linked_docs": 0}
+        llm = ScriptedLLM(fn=script)
+        ans = run(MRAG(llm, retriever, cfg), q)
+        pages = next(s for s in ans.trace.steps if s.agent == "searcher").outputs["steps"]
+        assert len(prompts) == 2 and "Documents found:\n[1] Ada Lovelace" in prompts[1] and "Documents found" not in prompts[0]
+        system = [c.messages[0]["content"] for c in llm.calls if c.output_model.__name__ == "Query"]
+        assert "next short keyword query" in system[1] and "next short keyword query" not in system[0]
+        assert pages[0]["query"] == "Ada Lovelace programmer"
+        if second:
+            assert (pages[0]["action"], pages[0]["reason"]) == ("change", "rule: the next hop, from the first page")
+            assert pages[1]["query"] == second
+        else:  # the hop repeated the first query: the rule read on (the page added Ada's article)
+            assert (pages[0]["action"], pages[1]["query"]) == ("continue", "Ada Lovelace programmer")
+        assert script.calls.get("Move", 0) == 0

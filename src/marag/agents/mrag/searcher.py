@@ -1,7 +1,8 @@
 """The searcher's roles (mRAG, Algorithm 2): the model calls of the search loop
 (`marag.strategies.mrag.search`), each a small agent with its own fallback:
 - `QueryWriter` ("searcher.query"): the first query, from the question, what is still
-  missing, the facts found so far and the queries already used. What the agent knows
+  missing, the facts found so far and the queries already used; with `read` (the
+  documents a first page found) the next hop's query, named from what they say. What the agent knows
   goes into this prompt, never into the query: the loop cleans the reply of any
   bookkeeping it copied (`marag.agents.queries.clean_query`). Fallback: the
   coordinator's aspects, else the question.
@@ -37,6 +38,7 @@ class QueryInput(BaseModel):
     aspects: str = ""
     known: list[str] = Field(default_factory=list)  # facts found so far: "title: fact"
     searched: list[str] = Field(default_factory=list)  # queries already used
+    read: list[Doc] = Field(default_factory=list)  # documents found (the next hop is written from them)
 
 
 class Query(BaseModel):
@@ -50,6 +52,15 @@ _QUERY_SYSTEM = (
     "missing. Use only names from the question and the facts found; never put a guessed answer "
     "in the query. Reply as JSON."
 )
+# The next hop: the 1.5B judge calls nearly every document relevant, so reading on with
+# the first query filled S with its near neighbours (six waterfalls for "Bubye River
+# waterfall") and the page naming the country was never searched for.
+_HOP_SYSTEM = (
+    "You write the next short keyword query for a search engine. The documents found name "
+    "something the question depends on (a person, place, work or group); search for what the "
+    "question still asks about it, by its name. Use only names from the question and the "
+    "documents; never put a guessed answer in the query. Reply as JSON."
+)
 
 
 class QueryWriter(Agent[QueryInput, Query]):
@@ -61,8 +72,9 @@ class QueryWriter(Agent[QueryInput, Query]):
             f"Still missing: {inp.aspects}" if inp.aspects else "",
             f"Facts found so far:\n{render_lines(inp.known)}" if inp.known else "",
             f"Queries already used (write a different one):\n{render_lines(inp.searched)}" if inp.searched else "",
+            f"Documents found:\n{numbered_passages(inp.read)}" if inp.read else "",
         ]
-        return laid_out(_QUERY_SYSTEM, inp.question, state, "Query as JSON.")
+        return laid_out(_HOP_SYSTEM if inp.read else _QUERY_SYSTEM, inp.question, state, "Query as JSON.")
 
     def fallback(self, inp: QueryInput, error: StructuredOutputError) -> Query:
         return Query(query=clip(inp.aspects or inp.question, QUERY_MAX_CHARS))

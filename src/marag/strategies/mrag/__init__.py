@@ -220,7 +220,9 @@ class MRAGConfig(PaperSwitch, AnsweringConfig):
     # the model's reworded query found Indiana's alcohol laws, the question verbatim
     # did not), ~9-14% fewer tokens; held out, MuSiQue 1-30: .342 (vanilla_rag_k5 .311
     # in the same run), 9.7 calls, ~1,900-2,050 evaluated tokens a question
-    next_move: Literal["model", "rule"] = "rule"
+    # "hop" (ours): the rule, except that the move after the first page is a query for
+    # the next hop, written from what that page's relevant documents say
+    next_move: Literal["model", "rule", "hop"] = "rule"
     # S shown without "(found for: <query>)" beside each document. Labelled before (and
     # in the paper's mode, which keeps the earlier behaviour): the 1.5B query writer put
     # the answer it expected into queries ("... an NFL team based in Texas"), and the
@@ -547,6 +549,7 @@ class MRAG(Strategy):
             query_retries=cfg.query_retries,
             judge_pages=cfg.judge_pages,
             model_moves=cfg.next_move == "model",
+            hop_query=cfg.next_move == "hop",
         )
         # what is known: the facts the documents in S gave (notes stay out: a small model
         # copies them into its query); it goes into the query writer's prompt, never

@@ -43,6 +43,7 @@ from marag.agents.mrag.searcher import (
     JudgeInput,
     Judgement,
     NextInput,
+    Move,
     NextMove,
     PageJudge,
     PageJudgeInput,
@@ -87,6 +88,9 @@ class SearchLimits(BaseModel):
     # `rule_move`: the same query's next page while pages add relevant documents, then
     # the question itself
     model_moves: bool = True
+    # with `model_moves=False`: the move after the first page is a query for the next hop,
+    # written from that page's relevant documents (`Searcher._hop`, ours)
+    hop_query: bool = False
 
 
 class Judged(BaseModel):
@@ -234,6 +238,10 @@ class Searcher:
                     # retrieve-then-read baseline searches); the 1.5B's moves carried a new
                     # query there, the question in 4 of 47, which the dry page ran
                     move = rule_move(len(new), uses[query], limits.query_reuse_limit, then=inp.question)
+                    if n == 0 and limits.hop_query:
+                        hop = await self._hop(llm, inp, query, [h for h, _ in new] or hits, memory, limits, temperature, seed)
+                        if hop and self._fresh(hop, query, memory, limits, usable, repeats):
+                            move = Move(action="change", new_query=hop, reason="rule: the next hop, from the first page")
                 new_query = clean_query(move.new_query)
                 fresh = self._fresh(new_query, query, memory, limits, usable, repeats)
                 if move.action == "change" and not fresh and limits.memory:
@@ -269,6 +277,18 @@ class Searcher:
             )
             s.outputs = out.model_dump(mode="json")
         return out, [h for h, _ in found.values()]
+
+    async def _hop(self, llm, inp: SearcherInput, query: str, read: list[Hit], memory: SearchMemory, limits, temperature, seed) -> str:
+        """`hop_query`: the query for what the question asks about the entity the first
+        page's documents (`read`, found by `query`) name: one query-writer call that reads
+        them as the judge did ("" when nothing was read or the budget is spent). The
+        caller takes it only when it is fresh; otherwise the rule's move stands."""
+        if not read or budget_spent():
+            return ""
+        about = f"{query} {inp.aspects} {inp.question}" if limits.focused else ""  # the excerpt the judge read
+        docs = [doc_from_hit(h, limits.doc_chars, about=about) for h in read]
+        writer_in = QueryInput(question=inp.question, aspects=inp.aspects, known=inp.known, searched=list(memory.queries), read=docs)
+        return clean_query((await QueryWriter()(llm, writer_in, temperature, seed)).query)
 
     @staticmethod
     def _anchored(hit: Hit, j: Judged, anchor: set[str]) -> Judged:
