@@ -878,37 +878,47 @@ def test_by_rule_the_searcher_reads_on_while_pages_add_documents_with_no_move_ca
     assert [s.chunk_id for s in ans.sources] == [ADA] and ans.answer == "Ada Lovelace"
 
 
-def test_hop_moves_to_a_query_written_from_the_first_pages_documents(retriever):
-    """`next_move="hop"`: after the first page, one query-writer call that reads the
-    page's relevant documents writes the next hop's query (its own instructions, the
-    documents in the prompt); the rule decides the moves after it. A hop that repeats a
-    query already run is not taken: the rule's move stands."""
+def test_hop_moves_to_a_query_for_the_entity_the_first_page_gives(retriever):
+    """`next_move="hop"`: after the first page, one `searcher.hop` call reads the page's
+    relevant documents and names the entity the question depends on; its query runs next
+    (led by the entity's name when the model left it out), and the rule decides the moves
+    after it. An entity the question already names, or none, is no hop: the rule's move
+    stands."""
     q = "Whose engine did the first computer programmer write about?"
-    prompts: list[str] = []
-
-    def query(user: str) -> dict:
-        prompts.append(user)
-        return {"query": "Ada Lovelace programmer" if "Documents found" not in user else hop}
-
-    for hop, second in (("Charles Babbage Analytical Engine", "Charles Babbage Analytical Engine"), ("Ada Lovelace programmer", None)):
-        prompts.clear()
+    for hop, second in (
+        ({"entity": "Charles Babbage", "query": "Analytical Engine designer"}, "Charles Babbage Analytical Engine designer"),
+        ({"entity": "Charles Babbage", "query": "Charles Babbage engine"}, "Charles Babbage engine"),
+        ({"entity": "", "query": ""}, None),
+        ({"entity": "the first computer programmer", "query": "engine"}, None),
+    ):
         script = Script(
             CoordinatorDecision=[coord("searcher", q), coord("answerer"), coord("finisher")],
-            Query=query,
+            Query=[{"query": "Ada Lovelace programmer"}],
+            Hop=[hop],
             Judgement=judge_titles("Ada Lovelace"),
             AnswerOutput=[{"answer": "Charles Babbage"}],
         )
-        cfg = {"next_move": "hop", "keep_top_ranked": 0, "linked_docs": 0}
         llm = ScriptedLLM(fn=script)
-        ans = run(MRAG(llm, retriever, cfg), q)
+        ans = run(MRAG(llm, retriever, {"next_move": "hop", "keep_top_ranked": 0, "linked_docs": 0}), q)
         pages = next(s for s in ans.trace.steps if s.agent == "searcher").outputs["steps"]
-        assert len(prompts) == 2 and "Documents found:\n[1] Ada Lovelace" in prompts[1] and "Documents found" not in prompts[0]
-        system = [c.messages[0]["content"] for c in llm.calls if c.output_model.__name__ == "Query"]
-        assert "next short keyword query" in system[1] and "next short keyword query" not in system[0]
+        hop_call = next(c for c in llm.calls if c.output_model.__name__ == "Hop")
+        assert "Documents found:\n[1] Ada Lovelace" in hop_call.messages[-1]["content"]
+        assert script.calls["Hop"] == 1 and script.calls.get("Move", 0) == 0
         assert pages[0]["query"] == "Ada Lovelace programmer"
         if second:
             assert (pages[0]["action"], pages[0]["reason"]) == ("change", "rule: the next hop, from the first page")
             assert pages[1]["query"] == second
-        else:  # the hop repeated the first query: the rule read on (the page added Ada's article)
+        else:  # no hop: the rule read on (the page added Ada's article)
             assert (pages[0]["action"], pages[1]["query"]) == ("continue", "Ada Lovelace programmer")
-        assert script.calls.get("Move", 0) == 0
+    # the paper's moves and the plain rule never call the hop role
+    for cfg in ({"next_move": "rule"}, {"paper": True}):
+        script = Script(
+            CoordinatorDecision=[coord("searcher", q), coord("answerer"), coord("finisher")],
+            Query=lambda _: {"query": "Ada Lovelace programmer"},
+            Judgement=judge_titles("Ada Lovelace"),
+            Move=lambda _: move("end"),
+            AnswerOutput=lambda _: {"answer": "Charles Babbage"},
+            FinisherDecision=lambda _: {"finish": True, "reason": "answered"},
+        )
+        run(MRAG(ScriptedLLM(fn=script), retriever, cfg), q)
+        assert "Hop" not in script.calls, cfg

@@ -1,8 +1,7 @@
 """The searcher's roles (mRAG, Algorithm 2): the model calls of the search loop
 (`marag.strategies.mrag.search`), each a small agent with its own fallback:
 - `QueryWriter` ("searcher.query"): the first query, from the question, what is still
-  missing, the facts found so far and the queries already used; with `read` (the
-  documents a first page found) the next hop's query, named from what they say. What the agent knows
+  missing, the facts found so far and the queries already used. What the agent knows
   goes into this prompt, never into the query: the loop cleans the reply of any
   bookkeeping it copied (`marag.agents.queries.clean_query`). Fallback: the
   coordinator's aspects, else the question.
@@ -12,6 +11,9 @@
   Fallback: not relevant; with `heuristic_fallbacks` (ours) relevant if and only if it
   was on the query's first page. `judge_pages=True` (ours, fewer calls) judges a whole
   page in one `PageJudge` call.
+- `HopWriter` ("searcher.hop", ours): with `next_move="hop"`, after the first page, the
+  entity its documents give that the question depends on, and a query for it.
+  Fallback: no hop.
 - `NextMove` ("searcher.next"): continue / change / end, offered in that order every
   time and with no recommendation, so the model decides (it sees the page's judgements
   and everything found so far). Fallback: end; with `heuristic_fallbacks` continue when
@@ -38,7 +40,6 @@ class QueryInput(BaseModel):
     aspects: str = ""
     known: list[str] = Field(default_factory=list)  # facts found so far: "title: fact"
     searched: list[str] = Field(default_factory=list)  # queries already used
-    read: list[Doc] = Field(default_factory=list)  # documents found (the next hop is written from them)
 
 
 class Query(BaseModel):
@@ -52,15 +53,6 @@ _QUERY_SYSTEM = (
     "missing. Use only names from the question and the facts found; never put a guessed answer "
     "in the query. Reply as JSON."
 )
-# The next hop: the 1.5B judge calls nearly every document relevant, so reading on with
-# the first query filled S with its near neighbours (six waterfalls for "Bubye River
-# waterfall") and the page naming the country was never searched for.
-_HOP_SYSTEM = (
-    "You write the next short keyword query for a search engine. The documents found name "
-    "something the question depends on (a person, place, work or group); search for what the "
-    "question still asks about it, by its name. Use only names from the question and the "
-    "documents; never put a guessed answer in the query. Reply as JSON."
-)
 
 
 class QueryWriter(Agent[QueryInput, Query]):
@@ -72,12 +64,47 @@ class QueryWriter(Agent[QueryInput, Query]):
             f"Still missing: {inp.aspects}" if inp.aspects else "",
             f"Facts found so far:\n{render_lines(inp.known)}" if inp.known else "",
             f"Queries already used (write a different one):\n{render_lines(inp.searched)}" if inp.searched else "",
-            f"Documents found:\n{numbered_passages(inp.read)}" if inp.read else "",
         ]
-        return laid_out(_HOP_SYSTEM if inp.read else _QUERY_SYSTEM, inp.question, state, "Query as JSON.")
+        return laid_out(_QUERY_SYSTEM, inp.question, state, "Query as JSON.")
 
     def fallback(self, inp: QueryInput, error: StructuredOutputError) -> Query:
         return Query(query=clip(inp.aspects or inp.question, QUERY_MAX_CHARS))
+
+
+# -- the next hop (ours, `next_move="hop"`) ---------------------------------------------
+class HopInput(BaseModel):
+    question: str
+    documents: list[Doc]  # what the first page found, as the judge read it
+
+
+class Hop(BaseModel):
+    entity: str = Field(default="", max_length=80)
+    query: str = Field(default="", max_length=QUERY_MAX_CHARS)
+
+
+# Why a role of its own: the 1.5B judge calls nearly every document relevant, so reading
+# on with the first query filled S with its neighbours (six waterfalls for "Bubye River
+# waterfall") and the page naming the country was never searched for. Asked for "the next
+# query" with the documents in view (the query writer's prompt plus them), the 1.5B
+# copied the query it had already run in 8 of 12 HotpotQA questions; naming the entity
+# first gives the loop something to check (`Searcher._hop`).
+_HOP_SYSTEM = (
+    "Documents were found for a question. Name the one entity (a person, place, work or group) "
+    "that they give and the question depends on but does not name; then write a short keyword "
+    "query: that name and what the question still asks about it. If the documents name no such "
+    "entity, leave both empty. Never put a guessed answer in the query. Reply as JSON."
+)
+
+
+class HopWriter(Agent[HopInput, Hop]):
+    name = "searcher.hop"
+    max_tokens = 60
+
+    def messages(self, inp: HopInput) -> list[Message]:
+        return laid_out(_HOP_SYSTEM, inp.question, [f"Documents found:\n{numbered_passages(inp.documents)}"], "Entity and query as JSON.")
+
+    def fallback(self, inp: HopInput, error: StructuredOutputError) -> Hop:
+        return Hop()  # no hop: the rule's move stands
 
 
 # -- relevance -------------------------------------------------------------------------
@@ -230,6 +257,9 @@ def rule_move(new_on_page: int, uses: int, reuse_limit: int, then: str = "") -> 
 
 __all__ = [
     "ACTIONS",
+    "Hop",
+    "HopInput",
+    "HopWriter",
     "Judge",
     "JudgeInput",
     "Judgement",

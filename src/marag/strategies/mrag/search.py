@@ -39,6 +39,8 @@ from pydantic import BaseModel, Field
 from marag.agents.mrag._shared import clip, doc_from_hit
 from marag.agents.mrag.searcher import (
     ACTIONS,
+    HopInput,
+    HopWriter,
     Judge,
     JudgeInput,
     Judgement,
@@ -88,8 +90,8 @@ class SearchLimits(BaseModel):
     # `rule_move`: the same query's next page while pages add relevant documents, then
     # the question itself
     model_moves: bool = True
-    # with `model_moves=False`: the move after the first page is a query for the next hop,
-    # written from that page's relevant documents (`Searcher._hop`, ours)
+    # with `model_moves=False`: the move after the first page is a query for the entity
+    # that page's relevant documents give (`Searcher._hop`, ours), when there is one
     hop_query: bool = False
 
 
@@ -149,7 +151,7 @@ def seed_query(inp: SearcherInput, memory: SearchMemory, found: list[str] = ()) 
 
 class Searcher:
     name = "searcher"
-    agents = (QueryWriter, Judge, PageJudge, NextMove)  # its own roles (trace steps "searcher.query", ...)
+    agents = (QueryWriter, HopWriter, Judge, PageJudge, NextMove)  # its own roles (trace steps "searcher.query", ...)
 
     async def __call__(
         self,
@@ -239,7 +241,7 @@ class Searcher:
                     # query there, the question in 4 of 47, which the dry page ran
                     move = rule_move(len(new), uses[query], limits.query_reuse_limit, then=inp.question)
                     if n == 0 and limits.hop_query:
-                        hop = await self._hop(llm, inp, query, [h for h, _ in new] or hits, memory, limits, temperature, seed)
+                        hop = await self._hop(llm, inp, query, [h for h, _ in new] or hits, limits, temperature, seed)
                         if hop and self._fresh(hop, query, memory, limits, usable, repeats):
                             move = Move(action="change", new_query=hop, reason="rule: the next hop, from the first page")
                 new_query = clean_query(move.new_query)
@@ -278,17 +280,23 @@ class Searcher:
             s.outputs = out.model_dump(mode="json")
         return out, [h for h, _ in found.values()]
 
-    async def _hop(self, llm, inp: SearcherInput, query: str, read: list[Hit], memory: SearchMemory, limits, temperature, seed) -> str:
-        """`hop_query`: the query for what the question asks about the entity the first
-        page's documents (`read`, found by `query`) name: one query-writer call that reads
-        them as the judge did ("" when nothing was read or the budget is spent). The
-        caller takes it only when it is fresh; otherwise the rule's move stands."""
+    async def _hop(self, llm, inp: SearcherInput, query: str, read: list[Hit], limits, temperature, seed) -> str:
+        """`hop_query`: a query for what the question asks about the entity the first
+        page's documents (`read`, found by `query`) give: one `HopWriter` call that reads
+        them as the judge did. "" when nothing was read, the budget is spent, or the entity
+        named is empty or one the question already names (then the rule's move stands);
+        the entity's name leads the query if the model left it out. The caller takes the
+        query only when it is fresh."""
         if not read or budget_spent():
             return ""
         about = f"{query} {inp.aspects} {inp.question}" if limits.focused else ""  # the excerpt the judge read
         docs = [doc_from_hit(h, limits.doc_chars, about=about) for h in read]
-        writer_in = QueryInput(question=inp.question, aspects=inp.aspects, known=inp.known, searched=list(memory.queries), read=docs)
-        return clean_query((await QueryWriter()(llm, writer_in, temperature, seed)).query)
+        hop = await HopWriter()(llm, HopInput(question=inp.question, documents=docs), temperature, seed)
+        entity = clean_query(hop.entity)
+        if not content_words(entity) or content_words(entity) <= content_words(inp.question):
+            return ""
+        q = clean_query(hop.query)
+        return q if content_words(entity) <= content_words(q) else clean_query(f"{entity} {q}")
 
     @staticmethod
     def _anchored(hit: Hit, j: Judged, anchor: set[str]) -> Judged:
