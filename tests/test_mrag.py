@@ -881,14 +881,17 @@ def test_by_rule_the_searcher_reads_on_while_pages_add_documents_with_no_move_ca
 def test_hop_moves_to_a_query_for_the_entity_the_first_page_gives(retriever):
     """`next_move="hop"`: after the first page, one `searcher.hop` call reads the page's
     relevant documents and names the entity the question depends on; its query runs next
-    (led by the entity's name when the model left it out), and the rule decides the moves
-    after it. An entity the question already names, or none, is no hop: the rule's move
-    stands."""
+    (led by the entity's name when the model left it out; the name alone when the query
+    only copies the question), and the rule decides the moves after it. An entity the
+    question already names, none, or one the documents do not name is no hop: the rule's
+    move stands."""
     q = "Whose engine did the first computer programmer write about?"
     for hop, second in (
         ({"entity": "Charles Babbage", "query": "Analytical Engine designer"}, "Charles Babbage Analytical Engine designer"),
-        ({"entity": "Charles Babbage", "query": "Charles Babbage engine"}, "Charles Babbage engine"),
+        ({"entity": "Charles Babbage", "query": "Charles Babbage Difference Engine"}, "Charles Babbage Difference Engine"),
+        ({"entity": "Charles Babbage", "query": q}, "Charles Babbage"),  # the question copied: the entity alone
         ({"entity": "", "query": ""}, None),
+        ({"entity": "Alan Turing", "query": "Alan Turing engine"}, None),  # not in the documents read
         ({"entity": "the first computer programmer", "query": "engine"}, None),
     ):
         script = Script(
@@ -899,7 +902,7 @@ def test_hop_moves_to_a_query_for_the_entity_the_first_page_gives(retriever):
             AnswerOutput=[{"answer": "Charles Babbage"}],
         )
         llm = ScriptedLLM(fn=script)
-        ans = run(MRAG(llm, retriever, {"next_move": "hop", "keep_top_ranked": 0, "linked_docs": 0}), q)
+        ans = run(MRAG(llm, retriever, {"next_move": "hop", "keep_top_ranked": 0, "linked_docs": 0, "doc_chars": None}), q)
         pages = next(s for s in ans.trace.steps if s.agent == "searcher").outputs["steps"]
         hop_call = next(c for c in llm.calls if c.output_model.__name__ == "Hop")
         assert "Documents found:\n[1] Ada Lovelace" in hop_call.messages[-1]["content"]

@@ -217,6 +217,7 @@ class Searcher:
                 if stop:  # the outcome is forced: no next-move call
                     steps.append(SearchStep(query=query, offset=offset, docs=judged, action="end", forced=stop, skipped=page.skipped))
                     break
+                hop = ""  # a next-hop query (`hop_query`), taken when fresh
                 if limits.model_moves:
                     move = await NextMove()(
                         llm,
@@ -242,10 +243,12 @@ class Searcher:
                     move = rule_move(len(new), uses[query], limits.query_reuse_limit, then=inp.question)
                     if n == 0 and limits.hop_query:
                         hop = await self._hop(llm, inp, query, [h for h, _ in new] or hits, limits, temperature, seed)
-                        if hop and self._fresh(hop, query, memory, limits, usable, repeats):
-                            move = Move(action="change", new_query=hop, reason="rule: the next hop, from the first page")
+                        # on topic by construction (its entity is in the documents read)
+                        hop = hop if hop and self._fresh(hop, query, memory, limits, lambda q: True, repeats) else ""
+                    if hop:
+                        move = Move(action="change", new_query=hop, reason="rule: the next hop, from the first page")
                 new_query = clean_query(move.new_query)
-                fresh = self._fresh(new_query, query, memory, limits, usable, repeats)
+                fresh = bool(hop) or self._fresh(new_query, query, memory, limits, usable, repeats)
                 if move.action == "change" and not fresh and limits.memory:
                     # the model wants another query but offered none that is new: the newest
                     # fact no query has used, if any (else the move ends the search below)
@@ -284,18 +287,23 @@ class Searcher:
         """`hop_query`: a query for what the question asks about the entity the first
         page's documents (`read`, found by `query`) give: one `HopWriter` call that reads
         them as the judge did. "" when nothing was read, the budget is spent, or the entity
-        named is empty or one the question already names (then the rule's move stands);
-        the entity's name leads the query if the model left it out. The caller takes the
-        query only when it is fresh."""
+        named is empty, one the question already names, or not in the documents shown (then
+        the rule's move stands);
+        the entity's name leads the query if the model left it out, and is the query when
+        the model's adds nothing to the question's words. The caller takes the query only
+        when it is fresh."""
         if not read or budget_spent():
             return ""
         about = f"{query} {inp.aspects} {inp.question}" if limits.focused else ""  # the excerpt the judge read
         docs = [doc_from_hit(h, limits.doc_chars, about=about) for h in read]
         hop = await HopWriter()(llm, HopInput(question=inp.question, documents=docs), temperature, seed)
         entity = clean_query(hop.entity)
-        if not content_words(entity) or content_words(entity) <= content_words(inp.question):
+        shown = " ".join(f"{d.title} {d.text}" for d in docs).lower()
+        if not content_words(entity) or content_words(entity) <= content_words(inp.question) or entity.lower() not in shown:
             return ""
         q = clean_query(hop.query)
+        if content_words(q) <= content_words(inp.question) | content_words(entity):  # the question copied: the entity alone
+            return entity
         return q if content_words(entity) <= content_words(q) else clean_query(f"{entity} {q}")
 
     @staticmethod
