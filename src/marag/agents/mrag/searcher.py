@@ -88,7 +88,8 @@ class Hop(BaseModel):
 # query" with the documents in view (the query writer's prompt plus them), the 1.5B
 # copied the query it had already run in 8 of 12 HotpotQA questions; naming the entity
 # first gives the loop something to check (`Searcher._hop`). Without the example the
-# 1.5B copied the question as the query in 11 of 12 MuSiQue questions.
+# 1.5B wrote a query with no word beyond the question and the entity in 12 of 12 MuSiQue
+# questions (the loop now runs the entity alone then).
 _HOP_SYSTEM = (
     "Documents were found for a question. Name the one entity (a person, place, work or group) "
     "that they give and the question depends on but does not name; then write a short keyword "

@@ -220,8 +220,15 @@ class MRAGConfig(PaperSwitch, AnsweringConfig):
     # the model's reworded query found Indiana's alcohol laws, the question verbatim
     # did not), ~9-14% fewer tokens; held out, MuSiQue 1-30: .342 (vanilla_rag_k5 .311
     # in the same run), 9.7 calls, ~1,900-2,050 evaluated tokens a question
-    # "hop" (ours): the rule, except that the move after the first page is a query for
-    # the next hop, written from what that page's relevant documents say
+    # "hop" (ours, not the default): the rule, except that after the first page a
+    # `searcher.hop` call names the entity that page's documents give and the question
+    # depends on, and its query runs next. The 1.5B's searcher read the first query's
+    # three pages while its judge called nearly everything relevant, so second-hop pages
+    # were rarely searched. Tuning, 2026-11-29 (12 each, the earlier fresh runs' LLM
+    # caches copied): HotpotQA 51-62 F1 .562 -> .562, MuSiQue 51-62 .083 -> .083 (the
+    # same answers), gold recall in sources equal / 1 worse; hops taken in 5 and 7 of 12,
+    # often toward an entity of a distractor the judge had called relevant ("Utah" for an
+    # Indiana school); +1 call and ~200 evaluated tokens a question
     next_move: Literal["model", "rule", "hop"] = "rule"
     # S shown without "(found for: <query>)" beside each document. Labelled before (and
     # in the paper's mode, which keeps the earlier behaviour): the 1.5B query writer put
