@@ -286,12 +286,11 @@ class Searcher:
     async def _hop(self, llm, inp: SearcherInput, query: str, read: list[Hit], limits, temperature, seed) -> str:
         """`hop_query`: a query for what the question asks about the entity the first
         page's documents (`read`, found by `query`) give: one `HopWriter` call that reads
-        them as the judge did. "" when nothing was read, the budget is spent, or the entity
-        named is empty, one the question already names, or not in the documents shown (then
-        the rule's move stands);
-        the entity's name leads the query if the model left it out, and is the query when
-        the model's adds nothing to the question's words. The caller takes the query only
-        when it is fresh."""
+        them as the judge did. "" (the rule's move stands) when nothing was read, the
+        budget is spent, or the entity named is empty, one the question already names, or
+        not in the documents shown. The entity's name leads the query if the model left it
+        out, and is the whole query when the model's adds no word to the question's. The
+        caller takes the query only when it is fresh."""
         if not read or budget_spent():
             return ""
         about = f"{query} {inp.aspects} {inp.question}" if limits.focused else ""  # the excerpt the judge read
