@@ -36,7 +36,7 @@ import asyncio
 
 from pydantic import BaseModel, Field
 
-from marag.agents.mrag._shared import clip, doc_from_hit
+from marag.agents.mrag._shared import Doc, clip, doc_from_hit
 from marag.agents.mrag.searcher import (
     ACTIONS,
     HopInput,
@@ -293,8 +293,7 @@ class Searcher:
         caller takes the query only when it is fresh."""
         if not read or budget_spent():
             return ""
-        about = f"{query} {inp.aspects} {inp.question}" if limits.focused else ""  # the excerpt the judge read
-        docs = [doc_from_hit(h, limits.doc_chars, about=about) for h in read]
+        docs = self._as_judged(inp, read, query, limits)
         hop = await HopWriter()(llm, HopInput(question=inp.question, documents=docs), temperature, seed)
         entity = clean_query(hop.entity)
         shown = " ".join(f"{d.title} {d.text}" for d in docs).lower()
@@ -304,6 +303,14 @@ class Searcher:
         if content_words(q) <= content_words(inp.question) | content_words(entity):  # the question copied: the entity alone
             return entity
         return q if content_words(entity) <= content_words(q) else clean_query(f"{entity} {q}")
+
+    @staticmethod
+    def _as_judged(inp: SearcherInput, hits: list[Hit], query: str, limits: SearchLimits) -> list[Doc]:
+        """The documents as the judge reads them (and the hop role after it): with
+        `focused`, each one's excerpt for the query, aspects and question, else its first
+        `doc_chars`."""
+        about = f"{query} {inp.aspects} {inp.question}" if limits.focused else ""
+        return [doc_from_hit(h, limits.doc_chars, about=about) for h in hits]
 
     @staticmethod
     def _anchored(hit: Hit, j: Judged, anchor: set[str]) -> Judged:
@@ -354,8 +361,7 @@ class Searcher:
     async def _judge(
         self, llm, inp, hits: list[Hit], ranks: list[int], query: str, limits: SearchLimits, temperature, seed
     ) -> list[Judged]:
-        about = f"{query} {inp.aspects} {inp.question}" if limits.focused else ""
-        docs = [doc_from_hit(h, limits.doc_chars, about=about) for h in hits]
+        docs = self._as_judged(inp, hits, query, limits)
         record_read(hits)
         first = bool(ranks) and ranks[0] < limits.docs_per_step
         if not hits:
