@@ -122,7 +122,7 @@ def test_case_study_1_control_flow(retriever):
         ],
         Analysis=[{"analysis": "Lovelace wrote the first program; Hopper built the first compiler."}],
         Summary=[{"summary": "Lovelace: Note G program. Hopper: A-0 compiler, COBOL."}],
-        AnswerOutput=[{"answer": "Lovelace wrote the first program; Hopper built the first compiler."}],
+        AnswerOutput=[{"answer": "Lovelace: the first program; Hopper: the first compiler"}],
         Validation=[
             {
                 "criteria": ["covers both"],
@@ -144,7 +144,7 @@ def test_case_study_1_control_flow(retriever):
         "validator",
         "finisher",
     ]
-    assert ans.answer == "Lovelace wrote the first program; Hopper built the first compiler."
+    assert ans.answer == "Lovelace: the first program; Hopper: the first compiler"
     # S in retrieval order: the first query's top two (Ada Lovelace judged relevant, the
     # second kept by the rank floor though judged irrelevant), then Grace Hopper, found on
     # that query's second page and again by the second query, kept once
@@ -226,13 +226,13 @@ def test_budget_exhaustion_still_answers(retriever):
     script = Script(
         CoordinatorDecision=lambda _: coord("summarizer", "keep summarizing"),
         Summary=lambda _: {"summary": "nothing new"},
-        AnswerOutput=[{"answer": "an answer from what was collected"}],
+        AnswerOutput=[{"answer": "an answer from the collection"}],
     )
     cfg = {"max_agent_calls": 4, "guards": False, "progress_guard": False}
     ans = run(MRAG(ScriptedLLM(fn=script), retriever, cfg), "What is the Sahara?")
     assert agents(ans.trace) == ["summarizer"] * 4 + ["answerer"]
     assert script.calls["CoordinatorDecision"] == 4
-    assert ans.answer == "an answer from what was collected"
+    assert ans.answer == "an answer from the collection"
     budget = ans.trace.steps[-1].outputs
     assert budget["agent_calls"] == 4 and budget["finished"] is False and budget["answered_after_budget"] is True
     assert ans.usage["answered_after_budget"] == 1.0
@@ -306,7 +306,7 @@ def test_reviser_before_answerer_is_a_recorded_refusal(retriever):
         Query=[{"query": "first computer programmer"}],
         Judgement=judge_titles("Ada Lovelace"),
         Move=[move("end")],
-        AnswerOutput=[{"answer": "It was Ada Lovelace, daughter of Lord Byron."}, {"answer": "Ada Lovelace"}],
+        AnswerOutput=[{"answer": "Ada Lovelace, daughter of Lord Byron"}, {"answer": "Ada Lovelace"}],
     )
     ans = run(
         MRAG(ScriptedLLM(fn=script), retriever, {"guards": False}), "Who is often called the first computer programmer?"
@@ -332,7 +332,7 @@ def test_with_guards_a_refused_turn_goes_to_the_fixed_sequence(retriever):
         Query=[{"query": "first computer programmer"}],
         Judgement=judge_titles("Ada Lovelace"),
         Move=[move("end")],
-        AnswerOutput=[{"answer": "It was Ada Lovelace, daughter of Lord Byron."}, {"answer": "Ada Lovelace"}],
+        AnswerOutput=[{"answer": "Ada Lovelace, daughter of Lord Byron"}, {"answer": "Ada Lovelace"}],
     )
     ans = run(MRAG(ScriptedLLM(fn=script), retriever), "Who is often called the first computer programmer?")
     # refused reviser -> the sequence's next agent (the planner is skipped): searcher;

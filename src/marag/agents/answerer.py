@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 
 from pydantic import BaseModel, Field
 
-from marag.agents.answer_types import wrong_kind
+from marag.agents.answer_types import asked_kind, reads_as_sentence, wrong_kind
 from marag.agents.base import Agent, narrowed
 from marag.agents.layout import laid_out, numbered_passages
 from marag.errors import StructuredOutputError
@@ -119,8 +119,9 @@ class StyledAnswer:
     def recheck(self, inp: BaseModel, out: BaseModel) -> str | None:
         """A short answer is asked for once more, told why, when it only repeats a name
         the question gives (`echoes_question`, with `style.recheck`) or is not of the
-        kind the question asks for (`answer_types.wrong_kind`, with `style.type_check`).
-        Long answers restate the question by design and are not checked."""
+        kind the question asks for (`answer_types.wrong_kind`) or is a sentence around it
+        (`answer_types.reads_as_sentence`), both with `style.type_check`. Long answers
+        restate the question by design and are not checked."""
         question, answer = getattr(inp, "question", None), getattr(out, "answer", None)
         if self.style.name != "short" or not isinstance(question, str) or not isinstance(answer, str):
             return None
@@ -129,11 +130,23 @@ class StyledAnswer:
                 f'"{answer}" is named in the question itself, so it is not what the question asks for. '
                 "Read again and reply with what the question asks for, as JSON."
             )
-        kind = wrong_kind(question, answer) if self.style.type_check else None
+        if not self.style.type_check:
+            return None
+        kind = wrong_kind(question, answer)
         if kind is not None:
             return (
                 f'The question asks for {kind.wanted}, and "{answer}" is not one. Read again and reply with '
                 f"{kind.wanted} that answers the question, as JSON."
+            )
+        if reads_as_sentence(answer):
+            # The kinds named, and not "yes or no" unless the question asks for it. Offered
+            # yes or no too, the 1.5B answered "yes" to "Which of the two tornado outbreaks
+            # killed the most people?"; told only that a short answer is the words asked
+            # for, it kept mRAG's sentences (2 of 2), where this wording got "Barnaby Joyce".
+            wanted = getattr(asked_kind(question), "wanted", "a name, a number or a date")
+            return (
+                f'The question asks for {wanted}, and "{answer}" is a sentence. Reply with just the words '
+                "that answer the question, as JSON."
             )
         return None
 
