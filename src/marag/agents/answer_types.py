@@ -127,8 +127,9 @@ def reads_as_sentence(answer: str) -> bool:
     distinct answers to HotpotQA and MuSiQue), the 7 answers this flags had F1 .15 at
     best; the 4 other answers of six words or more (a treaty's name, a name with its
     party, a college with its town, a name with a university) are not flagged."""
-    text = " ".join(answer.split())
-    if len(text.split()) < SENTENCE_MIN_WORDS or _SAYS_UNKNOWN.search(text):
+    tokens = answer.split()
+    text = " ".join(tokens)
+    if len(tokens) < SENTENCE_MIN_WORDS or _SAYS_UNKNOWN.search(text):
         return False
     return text.endswith(".") or bool(_SENTENCE_WORDS.search(text))
 

@@ -296,13 +296,15 @@ class Searcher:
         docs = self._as_judged(inp, read, query, limits)
         hop = await HopWriter()(llm, HopInput(question=inp.question, documents=docs), temperature, seed)
         entity = clean_query(hop.entity)
+        named, asked = content_words(entity), content_words(inp.question)
         shown = " ".join(f"{d.title} {d.text}" for d in docs).lower()
-        if not content_words(entity) or content_words(entity) <= content_words(inp.question) or entity.lower() not in shown:
+        if not named or named <= asked or entity.lower() not in shown:
             return ""
         q = clean_query(hop.query)
-        if content_words(q) <= content_words(inp.question) | content_words(entity):  # the question copied: the entity alone
+        in_query = content_words(q)
+        if in_query <= asked | named:  # the question copied: the entity alone
             return entity
-        return q if content_words(entity) <= content_words(q) else clean_query(f"{entity} {q}")
+        return q if named <= in_query else clean_query(f"{entity} {q}")
 
     @staticmethod
     def _as_judged(inp: SearcherInput, hits: list[Hit], query: str, limits: SearchLimits) -> list[Doc]:
