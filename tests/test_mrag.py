@@ -72,7 +72,8 @@ def judge_titles(*titles: str) -> Callable[[str], dict]:
     def judge(user: str) -> dict:
         title = doc_title(user)
         ok = title in titles
-        return {"explanation": f"{title} {'is' if ok else 'is not'} about it", "relevant": ok}
+        # the entity it gives as the fact, as the 1.5B's judge names it (`grounded_relevance`)
+        return {"explanation": f"{title} {'is' if ok else 'is not'} about it", "fact": title if ok else "", "relevant": ok}
 
     return judge
 
@@ -603,7 +604,10 @@ def test_a_second_hop_document_found_late_reaches_the_answerer(retriever, rank_d
         )
 
     llm = ScriptedLLM(fn=script())
-    ans = run(MRAG(llm, retriever, MRAGConfig(rank_docs=rank_docs)), "Where did the creator of Python begin working on it?")
+    # the judge names no facts (S's findings would join the ranking's query), so the
+    # grounded check, which wants a document's own fact or title, is off here
+    cfg = MRAGConfig(rank_docs=rank_docs, grounded_relevance=False)
+    ans = run(MRAG(llm, retriever, cfg), "Where did the creator of Python begin working on it?")
     ids = [s.chunk_id for s in ans.sources]
     assert python in ids and len(ids) >= 6 and (ids.index(python) == 0) is rank_docs
     found_order = list(dict.fromkeys(d["chunk_id"] for s in ans.trace.steps if s.agent == "searcher" for d in s.outputs["relevant"]))
@@ -683,7 +687,8 @@ def test_paper_mode_leaves_no_addition_active(retriever):
     assert cfg.max_searcher_runs is None and cfg.judge_pages is False and cfg.unlabelled_docs is False
     assert MRAGConfig().additions() == [
         "answer_type_check", "guards", "hints", "keep_top_ranked", "searcher_max_steps", "history_window", "report_chars", "doc_chars",
-        "focused", "coordinator_input_chars", "late_answer", "memory", "progress_guard", "judge_pages", "max_searcher_runs",
+        "focused", "coordinator_input_chars", "late_answer", "memory", "progress_guard", "judge_pages", "grounded_relevance",
+        "max_searcher_runs",
         "unlabelled_docs", "linked_docs", "next_move",
     ]  # fmt: skip
     assert "plan_first" in MRAGConfig(plan_first=False).additions()
@@ -777,6 +782,59 @@ def test_a_bridge_title_anchors_the_second_hop(retriever):
     assert not Searcher._anchored(hit, j, {"actor", "constable", "fraser", "paul", "gross"}).overruled
 
 
+def test_a_grounded_judge_keeps_a_page_only_where_the_title_or_the_fact_is_the_documents_own(retriever):
+    """With `grounded_relevance`, a verdict copied from one document of a page to the
+    next (the 1.5B's page judge) stands only for a document whose title shares a topic
+    word with the anchor, or whose judged fact it contains and that adds to the question."""
+    from marag.strategies.mrag.search import Judged, Searcher
+
+    q = "Are Christopher Nolan and Sathish Kalathil both film directors?"
+    anchor = {"christopher", "nolan", "sathish", "kalathil", "film", "director"}
+    kubrick = Hit(
+        doc_id="k", chunk_id="k#0", score=1.0, title="Influence of Stanley Kubrick",
+        text="Stanley Kubrick is regarded as one of the most influential directors; Christopher Nolan cites him.",
+    )
+    nolan = Hit(doc_id="n", chunk_id="n#0", score=1.0, title="Christopher Nolan", text="Christopher Nolan is a film director.")
+
+    def verdict(fact: str) -> Judged:
+        return Judged(chunk_id="k#0", doc_id="k", rank=0, relevant=True, explanation="", fact=fact)
+
+    copied = verdict("Christopher Nolan")  # the first document's fact, repeated for the second
+    assert not Searcher._anchored(kubrick, copied, anchor).overruled  # the text names Nolan: on topic
+    assert Searcher._anchored(kubrick, copied, anchor, q).overruled  # but it adds nothing to the question
+    assert not Searcher._anchored(kubrick, verdict("Stanley Kubrick"), anchor, q).overruled  # its own, new
+    assert Searcher._anchored(kubrick, verdict("Malayalam documentary"), anchor, q).overruled  # not in it
+    assert Searcher._anchored(kubrick, verdict(""), anchor, q).overruled
+    assert not Searcher._anchored(nolan, verdict(""), anchor, q).overruled  # its title is the question's
+    floor = verdict("").model_copy(update={"by_rank": True})
+    assert not Searcher._anchored(kubrick, floor, anchor, q).overruled  # the rank floor is never overruled
+
+
+def test_a_page_verdict_copied_to_every_document_keeps_only_the_documents_it_is_about(retriever):
+    """The 1.5B's page judge writes one verdict ("Ada Lovelace", relevant) for every
+    document of every page: by default (`grounded_relevance`) only Ada's page and the rank
+    floor reach S; with it off, the Python page too (its text names a computer)."""
+    q = "Who is often called the first computer programmer?"
+    copied = {"judgements": [{"explanation": "it names the programmer", "fact": "Ada Lovelace", "relevant": True}] * 2}
+
+    def sources(**cfg: Any) -> tuple[list[str], list[str]]:
+        script = Script(
+            CoordinatorDecision=lambda _: coord("searcher", q),
+            Query=lambda _: {"query": "first computer programmer"},
+            PageJudgement=lambda _: copied,
+            AnswerOutput=lambda _: {"answer": "Ada Lovelace"},
+        )
+        ans = run(MRAG(ScriptedLLM(fn=script), retriever, cfg), q)
+        searches = [s for s in ans.trace.steps if s.agent == "searcher" and s.status != "refused"]
+        kept = [d["chunk_id"] for s in searches for p in s.outputs["steps"] for d in p["docs"] if d["relevant"]]
+        return kept, [h.chunk_id for h in ans.sources]
+
+    kept, s_default = sources()
+    assert kept == [ADA] and s_default == [ADA, GRACE]  # Grace Hopper: the first page's rank floor
+    kept_off, s_off = sources(grounded_relevance=False)
+    assert set(kept) < set(kept_off) and "computing/python-language.md#0" in s_off
+
+
 def test_the_no_progress_guard_never_searches_past_the_searcher_cap_nor_for_an_off_topic_fact(retriever):
     """After two searcher runs the coordinator keeps picking the planner, which changes
     nothing: the guard steers, but not to a third search, and never with a "bridge" fact
@@ -807,7 +865,7 @@ def test_the_answerer_reads_what_vanilla_rag_reads_whole_and_nearest_the_questio
     script = Script(
         CoordinatorDecision=[coord("searcher", q), coord("searcher", "Grace Hopper"), coord("answerer"), coord("finisher")],
         Query=[{"query": q}, {"query": "Grace Hopper compiler"}],
-        Judgement=lambda user: {"explanation": "yes", "fact": "", "relevant": True},
+        Judgement=lambda user: {"explanation": "yes", "fact": doc_title(user), "relevant": True},
         Move=lambda _: move("continue"),
         AnswerOutput=lambda _: {"answer": "Ada Lovelace"},
     )

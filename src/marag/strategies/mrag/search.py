@@ -81,6 +81,10 @@ class SearchLimits(BaseModel):
     # a document judged relevant must share a topic word with the question, the aspects or
     # the title of a document already found; else the verdict is overruled (ours)
     anchored_relevance: bool = False
+    # with `anchored_relevance`: a document kept by it must also share a topic word with
+    # that anchor in its title, or have the judge's fact as its own (half its words in it)
+    # adding a word to the question's (ours, `Searcher._anchored`)
+    grounded_relevance: bool = False
     stop_dry_paging: bool = False  # "continue" after a page that added nothing becomes change/end
     heuristic_fallbacks: bool = False  # judge: first page relevant; next move: continue if productive
     memory: bool = False  # unseen documents only, repeated queries rejected (module docstring)
@@ -203,7 +207,7 @@ class Searcher:
                 uses[query] = memory.pages_read(query)
                 judged = await self._judge(llm, inp, hits, page.ranks, query, limits, temperature, seed)
                 if limits.anchored_relevance:
-                    judged = [self._anchored(h, j, anchor) for h, j in zip(hits, judged)]
+                    judged = [self._anchored(h, j, anchor, inp.question if limits.grounded_relevance else None) for h, j in zip(hits, judged)]
                 if n == 0:
                     first_page = list(zip(hits, judged))
                 new = [(h, j) for h, j in zip(hits, judged) if j.relevant and h.chunk_id not in found]
@@ -315,14 +319,23 @@ class Searcher:
         return [doc_from_hit(h, limits.doc_chars, about=about) for h in hits]
 
     @staticmethod
-    def _anchored(hit: Hit, j: Judged, anchor: set[str]) -> Judged:
+    def _anchored(hit: Hit, j: Judged, anchor: set[str], grounded_for: str | None = None) -> Judged:
         """The verdict, overruled to "not relevant" when a document judged relevant shares
         no topic word with the question, the aspects or the titles found so far (a small
         model's judge calls almost everything relevant; its queries then drift to the
-        entities of unrelated documents)."""
-        if not j.relevant or j.by_rank or topic_words(f"{hit.title} {hit.text}") & anchor:
+        entities of unrelated documents). With `grounded_for` (the question; the
+        `grounded_relevance` limit) a document kept so must also share such a word in its
+        title, or have the judge's fact as its own (half its words in it) adding a word
+        to the question's: the 1.5B's page judge often copies one verdict to every
+        document of a page."""
+        if not j.relevant or j.by_rank:
             return j
-        return j.model_copy(update={"relevant": False, "overruled": True})
+        keep = bool(topic_words(f"{hit.title} {hit.text}") & anchor)
+        if keep and grounded_for is not None and not topic_words(hit.title) & anchor:
+            fact = content_words(j.fact)
+            own = bool(fact) and len(fact & content_words(f"{hit.title} {hit.text}")) * 2 >= len(fact)
+            keep = own and bool(fact - content_words(grounded_for))
+        return j if keep else j.model_copy(update={"relevant": False, "overruled": True})
 
     @staticmethod
     def _fresh(new_query: str, query: str, memory: SearchMemory, limits: SearchLimits, usable, repeats) -> bool:
