@@ -604,10 +604,7 @@ def test_a_second_hop_document_found_late_reaches_the_answerer(retriever, rank_d
         )
 
     llm = ScriptedLLM(fn=script())
-    # the judge names no facts (S's findings would join the ranking's query), so the
-    # grounded check, which wants a document's own fact or title, is off here
-    cfg = MRAGConfig(rank_docs=rank_docs, grounded_relevance=False)
-    ans = run(MRAG(llm, retriever, cfg), "Where did the creator of Python begin working on it?")
+    ans = run(MRAG(llm, retriever, MRAGConfig(rank_docs=rank_docs)), "Where did the creator of Python begin working on it?")
     ids = [s.chunk_id for s in ans.sources]
     assert python in ids and len(ids) >= 6 and (ids.index(python) == 0) is rank_docs
     found_order = list(dict.fromkeys(d["chunk_id"] for s in ans.trace.steps if s.agent == "searcher" for d in s.outputs["relevant"]))
@@ -687,11 +684,12 @@ def test_paper_mode_leaves_no_addition_active(retriever):
     assert cfg.max_searcher_runs is None and cfg.judge_pages is False and cfg.unlabelled_docs is False
     assert MRAGConfig().additions() == [
         "answer_type_check", "guards", "hints", "keep_top_ranked", "searcher_max_steps", "history_window", "report_chars", "doc_chars",
-        "focused", "coordinator_input_chars", "late_answer", "memory", "progress_guard", "judge_pages", "grounded_relevance",
-        "max_searcher_runs",
+        "focused", "coordinator_input_chars", "late_answer", "memory", "progress_guard", "judge_pages", "max_searcher_runs",
         "unlabelled_docs", "linked_docs", "next_move",
     ]  # fmt: skip
     assert "plan_first" in MRAGConfig(plan_first=False).additions()
+    assert "grounded_relevance" in MRAGConfig(grounded_relevance=True).additions()
+    assert "grounded_relevance" not in MRAGConfig(grounded_relevance=True, guards=False).additions()  # it narrows a guard
     assert isinstance(make_strategy("mrag_paper", ScriptedLLM(), retriever), MRAG)
     assert make_strategy("mrag_paper", ScriptedLLM(), retriever).config.paper is True
 
@@ -812,8 +810,8 @@ def test_a_grounded_judge_keeps_a_page_only_where_the_title_or_the_fact_is_the_d
 
 def test_a_page_verdict_copied_to_every_document_keeps_only_the_documents_it_is_about(retriever):
     """The 1.5B's page judge writes one verdict ("Ada Lovelace", relevant) for every
-    document of every page: by default (`grounded_relevance`) only Ada's page and the rank
-    floor reach S; with it off, the Python page too (its text names a computer)."""
+    document of every page: with `grounded_relevance` only Ada's page and the rank floor
+    reach S; without it (the default), the Python page too (its text names a computer)."""
     q = "Who is often called the first computer programmer?"
     copied = {"judgements": [{"explanation": "it names the programmer", "fact": "Ada Lovelace", "relevant": True}] * 2}
 
@@ -829,9 +827,9 @@ def test_a_page_verdict_copied_to_every_document_keeps_only_the_documents_it_is_
         kept = [d["chunk_id"] for s in searches for p in s.outputs["steps"] for d in p["docs"] if d["relevant"]]
         return kept, [h.chunk_id for h in ans.sources]
 
-    kept, s_default = sources()
-    assert kept == [ADA] and s_default == [ADA, GRACE]  # Grace Hopper: the first page's rank floor
-    kept_off, s_off = sources(grounded_relevance=False)
+    kept, s_grounded = sources(grounded_relevance=True)
+    assert kept == [ADA] and s_grounded == [ADA, GRACE]  # Grace Hopper: the first page's rank floor
+    kept_off, s_off = sources()
     assert set(kept) < set(kept_off) and "computing/python-language.md#0" in s_off
 
 

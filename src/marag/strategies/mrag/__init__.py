@@ -44,9 +44,9 @@ Our additions, to keep small models productive (each can be turned off):
   with the question, the coordinator's aspects or the titles already found is
   overruled to not relevant (the reference model's judge called ~90% of documents
   relevant, and its "facts" then pulled queries to pizza chains for a reggae question);
-  with `grounded_relevance` the document's title must share such a word, or the judge's
-  fact be the document's own and add a word to the question (the 1.5B's page judge
-  copies one verdict to every document of a page);
+  with `grounded_relevance` (off: it did not measure better) the document's title must
+  share such a word, or the judge's fact be the document's own and add a word to the
+  question (the 1.5B's page judge copies one verdict to every document of a page);
 - echo filter (`guards`): a coordinator input that only names an agent, copies its
   own instructions or has no words is dropped before it reaches the agent; the
   searcher does not run queries that share no content word with the question, the
@@ -215,19 +215,21 @@ class MRAGConfig(PaperSwitch, AnsweringConfig):
     query_retries: int = Field(default=1, ge=0)  # with memory: new queries asked for after a repeat
     progress_guard: bool = True
     max_noops: int = Field(default=2, ge=1)  # agent runs in a row that change nothing before a steer
-    # with `guards` (anchored relevance): a relevant verdict stands only for a document
-    # whose title shares a topic word with the question, the aspects or the titles found,
-    # or whose judged fact is the document's own (half its words in it) and adds a word to
-    # the question's (`Searcher._anchored`). The 1.5B's page judge called 98 of 131
-    # distractor judgements on HotpotQA 1-30 relevant, often one verdict copied to both
-    # documents of a page ("Christopher Nolan" as the fact of a Stanley Kubrick page); the
-    # answerer then read ~5.6 documents, 1.7 of them gold. Replayed on earlier runs (only
-    # the calls whose prompts changed ran fresh), 2026-11-29: tuning HotpotQA 51-62 F1 .433
-    # -> .433 (every answer the same), S at the answerer 6.0 -> 5.0 documents, its prompt
-    # 924 -> 718 tokens; MuSiQue 51-62 .083 -> .083 (2 wrong answers changed, still wrong),
-    # S 5.2 -> 4.8; held out HotpotQA 1-30 .582 -> .582 (every answer the same), gold recall
-    # in sources .867 -> .883, S 5.6 -> 4.9, the answerer's prompt 991 -> 843 tokens
-    grounded_relevance: bool = True
+    # with `guards` (anchored relevance): a document kept by it must also share a topic
+    # word in its title with the question, the aspects or the titles found, or have the
+    # judge's fact as its own (half its words in it) adding a word to the question's
+    # (`Searcher._anchored`). Off: it did not measure better. The 1.5B's page judge called
+    # 98 of 131 distractor judgements on HotpotQA 1-30 relevant, often one verdict copied
+    # to both documents of a page ("Christopher Nolan" as the fact of a Stanley Kubrick
+    # page); the answerer read ~5.6 documents, 1.7 of them gold. Replayed on earlier runs
+    # (only calls whose prompts changed ran fresh), 2026-11-29: tuning HotpotQA 51-62 F1
+    # .433 -> .433 (every answer the same), S at the answerer 6.0 -> 5.0 documents;
+    # MuSiQue 51-62 .083 -> .083 (2 wrong answers changed, still wrong), S 5.2 -> 4.8;
+    # held out HotpotQA 1-30 .582 -> .582 (every answer the same), S 5.6 -> 4.9, ~5% fewer
+    # evaluated tokens; MuSiQue 1-30 .342 -> .290 (-.052 [-.133, +.001], 1 better, 3
+    # worse: the reader flipped when distractors left S, and "Guyana", the bridge for
+    # "the country where Clonbrook is located", left with them)
+    grounded_relevance: bool = False
     judge_pages: bool = True  # one relevance call per page of documents (the paper: one per document)
     # the searcher's move after each page: a model call (the paper: continue, change the
     # query, or end), or a rule (ours; module docstring). The default 1.5B model chose
