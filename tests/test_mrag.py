@@ -72,8 +72,7 @@ def judge_titles(*titles: str) -> Callable[[str], dict]:
     def judge(user: str) -> dict:
         title = doc_title(user)
         ok = title in titles
-        # the entity it gives as the fact, as the 1.5B's judge names it (`grounded_relevance`)
-        return {"explanation": f"{title} {'is' if ok else 'is not'} about it", "fact": title if ok else "", "relevant": ok}
+        return {"explanation": f"{title} {'is' if ok else 'is not'} about it", "relevant": ok}
 
     return judge
 
@@ -854,6 +853,19 @@ def test_the_no_progress_guard_never_searches_past_the_searcher_cap_nor_for_an_o
     assert steers and all(o["agent"] != "searcher" for o in steers)
 
 
+@pytest.mark.parametrize("plan_first", [True, False])
+def test_the_no_progress_steer_runs_the_planner_only_when_the_sequence_has_one(retriever, plan_first):
+    """Searches used up, no plan and no response: the steer goes to the planner when the
+    fixed sequence opens with it, else (`plan_first=False`) straight to the answerer."""
+    from marag.strategies.mrag.state import State
+
+    st = State("Who is often called the first computer programmer?")
+    st.ran = ["searcher", "searcher"]
+    with activate(Trace(question=st.question)):
+        agent, _ = MRAG(ScriptedLLM(), retriever, {"plan_first": plan_first})._steer(st)
+    assert agent == ("planner" if plan_first else "answerer")
+
+
 def test_the_answerer_reads_what_vanilla_rag_reads_whole_and_nearest_the_question(retriever):
     """An agent that holds the documents vanilla_rag reads must not read them worse: with
     more documents in S, the first query's top two (vanilla_rag's k=2 when the query is
@@ -863,7 +875,7 @@ def test_the_answerer_reads_what_vanilla_rag_reads_whole_and_nearest_the_questio
     script = Script(
         CoordinatorDecision=[coord("searcher", q), coord("searcher", "Grace Hopper"), coord("answerer"), coord("finisher")],
         Query=[{"query": q}, {"query": "Grace Hopper compiler"}],
-        Judgement=lambda user: {"explanation": "yes", "fact": doc_title(user), "relevant": True},
+        Judgement=lambda user: {"explanation": "yes", "fact": "", "relevant": True},
         Move=lambda _: move("continue"),
         AnswerOutput=lambda _: {"answer": "Ada Lovelace"},
     )

@@ -35,8 +35,9 @@ Our additions, to keep small models productive (each can be turned off):
   row the next turn is steered, without a coordinator call: to the searcher with the
   newest fact on the question's topic no query has used (the bridge to a second hop),
   else the searcher (if it never ran), neither past `max_searcher_runs`; else the
-  planner (if it never ran and there is no response), else the answerer (if S changed
-  since the last answer or there is none), else the finisher. Recorded as a "guard" step;
+  planner (if it never ran, there is no response and `plan_first`), else the answerer
+  (if S changed since the last answer or there is none), else the finisher. Recorded as
+  a "guard" step;
 - searcher runs (`max_searcher_runs`, 2): picking the searcher after that many runs is a
   refusal, routed to the answerer when S changed since the last answer, else onward.
   The 0.5B reference model sent the searcher 10-16 times a question;
@@ -450,7 +451,7 @@ class MRAG(Strategy):
             pick = ("searcher", bridge)
         elif "searcher" not in st.ran and can_search:
             pick = ("searcher", "")
-        elif "planner" not in st.ran and st.response is None:
+        elif "planner" not in st.ran and st.response is None and self.config.plan_first:
             pick = ("planner", "")
         elif st.response is None or st.answered_with != len(st.docs):
             pick = ("answerer", "")
