@@ -783,9 +783,10 @@ def test_a_grounded_judge_keeps_a_page_only_where_the_title_or_the_fact_is_the_d
     """With `grounded_relevance`, a verdict copied from one document of a page to the
     next (the 1.5B's page judge) stands only for a document whose title shares a topic
     word with the anchor, or whose judged fact it contains and that adds to the question."""
+    from marag.agents.queries import content_words
     from marag.strategies.mrag.search import Judged, Searcher
 
-    q = "Are Christopher Nolan and Sathish Kalathil both film directors?"
+    q = content_words("Are Christopher Nolan and Sathish Kalathil both film directors?")
     anchor = {"christopher", "nolan", "sathish", "kalathil", "film", "director"}
     kubrick = Hit(
         doc_id="k", chunk_id="k#0", score=1.0, title="Influence of Stanley Kubrick",

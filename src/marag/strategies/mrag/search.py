@@ -173,6 +173,7 @@ class Searcher:
             # titles (entity names) of what was found; never the judge's facts, which a small
             # model fills with whatever the document says first
             anchor = topic_words(f"{inp.question} {inp.aspects} {' '.join(line.split(': ', 1)[0] for line in inp.known)}")
+            asked = content_words(inp.question) if limits.grounded_relevance else None  # a judged fact must add to these
             rejected: list[str] = []
             repeated: list[str] = []
             found: dict[str, tuple[Hit, Judged]] = {}  # relevant documents of this run
@@ -207,7 +208,7 @@ class Searcher:
                 uses[query] = memory.pages_read(query)
                 judged = await self._judge(llm, inp, hits, page.ranks, query, limits, temperature, seed)
                 if limits.anchored_relevance:
-                    judged = [self._anchored(h, j, anchor, inp.question if limits.grounded_relevance else None) for h, j in zip(hits, judged)]
+                    judged = [self._anchored(h, j, anchor, asked) for h, j in zip(hits, judged)]
                 if n == 0:
                     first_page = list(zip(hits, judged))
                 new = [(h, j) for h, j in zip(hits, judged) if j.relevant and h.chunk_id not in found]
@@ -319,11 +320,11 @@ class Searcher:
         return [doc_from_hit(h, limits.doc_chars, about=about) for h in hits]
 
     @staticmethod
-    def _anchored(hit: Hit, j: Judged, anchor: set[str], grounded_for: str | None = None) -> Judged:
+    def _anchored(hit: Hit, j: Judged, anchor: set[str], asked: set[str] | None = None) -> Judged:
         """The verdict, overruled to "not relevant" when a document judged relevant shares
         no topic word with the question, the aspects or the titles found so far (a small
         model's judge calls almost everything relevant; its queries then drift to the
-        entities of unrelated documents). With `grounded_for` (the question; the
+        entities of unrelated documents). With `asked` (the question's content words; the
         `grounded_relevance` limit) a document kept so must also share such a word in its
         title, or have the judge's fact as its own (half its words in it) adding a word
         to the question's: the 1.5B's page judge often copies one verdict to every
@@ -331,10 +332,10 @@ class Searcher:
         if not j.relevant or j.by_rank:
             return j
         keep = bool(topic_words(f"{hit.title} {hit.text}") & anchor)
-        if keep and grounded_for is not None and not topic_words(hit.title) & anchor:
+        if keep and asked is not None and not topic_words(hit.title) & anchor:
             fact = content_words(j.fact)
             own = bool(fact) and len(fact & content_words(f"{hit.title} {hit.text}")) * 2 >= len(fact)
-            keep = own and bool(fact - content_words(grounded_for))
+            keep = own and bool(fact - asked)
         return j if keep else j.model_copy(update={"relevant": False, "overruled": True})
 
     @staticmethod
