@@ -410,6 +410,7 @@ def test_paper_mode_turns_every_addition_off(retriever):
     assert "filter_chars" in KAIRConfig(context="filter").additions()
     assert "filter_chars" not in KAIRConfig(context="filter", filter_chars=None).additions()
     assert (KAIRConfig().context_chars, KAIRConfig(paper=True).context_chars) == (3000, 6000)
+    assert (KAIRConfig().k, KAIRConfig(paper=True).k, KAIRConfig(paper=True, k=7).k) == (5, 10, 7)  # the caller's k wins
     strat = make_strategy("kair_paper", llm(), retriever)
     assert isinstance(strat, KAIR) and strat.config.paper and strat.config.k == 10
     # the paper's knowledge update: a fact the model calls new is taken (no lexical support check)
