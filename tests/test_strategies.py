@@ -277,6 +277,37 @@ def test_a_short_answer_written_as_a_sentence_is_asked_for_once_more(sample_inde
     assert asyncio.run(off.run(q)).answer == sentence and len(once.calls) == 1
 
 
+def test_a_sentence_that_comes_back_a_sentence_gets_its_span_from_a_separate_call(sample_index):
+    from marag.agents.span import copied_from
+
+    q = "What is the Edsa Shangri-La an instance of?"
+    sentence = "The Edsa Shangri-La is a 5-star luxury hotel located in Ortigas Center, Mandaluyong."
+
+    def answered(span_reply, settings=None):
+        llm = ScriptedLLM([{"answer": sentence}, {"answer": sentence}, {"answer": span_reply}])
+        ans = asyncio.run(make_strategy("vanilla_rag", llm, sample_index.retriever("bm25"), settings).run(q))
+        return ans, llm
+
+    ans, llm = answered("luxury hotel")
+    assert ans.answer == "luxury hotel" and len(llm.calls) == 3
+    # the third call sees the question and the sentence only, no passages, in a step of its own
+    span_prompt = llm.calls[2].messages
+    assert span_prompt[-1]["content"] == f"Question: {q}\nSentence: {sentence}\n\nShort answer as JSON."
+    assert [s.agent for s in ans.trace.steps if s.llm_calls][-1] == "span"
+    assert "vanilla_rag.span" in STRATEGIES.get("vanilla_rag").roles()
+    # the sentence stands when the span is not its own words, only repeats the question,
+    # or is not shorter
+    for reply in ["Manila Hotel", "Edsa Shangri-La", sentence]:
+        ans, llm = answered(reply)
+        assert ans.answer == sentence and len(llm.calls) == 3, reply
+    # off with the answer checks (the paper modes): no recheck, no span
+    ans, llm = answered("hotel", {"answer_type_check": False})
+    assert ans.answer == sentence and len(llm.calls) == 1
+    assert copied_from("South Pacific", "Germany had interests in Africa and the South Pacific.")
+    assert not copied_from("Pacific Ocean", "Germany had interests in Africa and the South Pacific.")
+    assert not copied_from("", "Germany had interests.")
+
+
 def test_run_many_keeps_order_and_separate_traces(sample_index):
     llm = ScriptedLLM(fn=lambda msgs, out: {"answer": "re: " + msgs[-1]["content"].split("Question: ")[1].split("\n")[0]})
     # the answers echo the question ("re: What is the Linux mascot?" reads as a sentence):

@@ -2,7 +2,8 @@
 
 Agents do not log and do not retry: the LLM port validates, repairs once and records the
 call; the agent only opens a trace step (and, when its `recheck` finds a usable reply
-wanting, asks once more with a note saying why), and when the port gives up
+wanting, asks once more with a note saying why, and its `settle` may make one
+separate call after the step), and when the port gives up
 (`StructuredOutputError`) it returns its documented fallback instead of failing the
 whole question. When the question's budget is spent the port makes no call at all and
 the step is marked `skipped` (the fallback stands in).
@@ -104,6 +105,12 @@ class Agent(Generic[I, O]):
         stands, whatever it says (one turn, never a loop)."""
         return None
 
+    async def settle(self, llm: LLM, inp: I, out: O, temperature: float = 0.0, seed: int | None = None) -> O:
+        """The last word on the output once its step has closed (default: unchanged). An
+        agent may make one more, separate call here, in a step of its own (the answering
+        roles: the span of an answer that stayed a sentence, `marag.agents.span`)."""
+        return out
+
     async def __call__(self, llm: LLM, inp: I, temperature: float = 0.0, seed: int | None = None) -> O:
         async def ask(messages: list[Message]) -> O:
             response = await llm.generate(messages, output=self.Output, temperature=temperature, max_tokens=self.max_tokens, seed=seed)
@@ -129,4 +136,4 @@ class Agent(Generic[I, O]):
             s.outputs = out.model_dump(mode="json")
             if note:
                 s.outputs["rechecked"] = {"note": note, "first": first.model_dump(mode="json")}
-            return out
+        return await self.settle(llm, inp, out, temperature, seed)
