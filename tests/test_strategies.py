@@ -294,6 +294,7 @@ def test_a_sentence_that_comes_back_a_sentence_gets_its_span_from_a_separate_cal
     span_prompt = llm.calls[2].messages
     assert span_prompt[-1]["content"] == f"Question: {q}\nSentence: {sentence}\n\nShort answer as JSON."
     assert [s.agent for s in ans.trace.steps if s.llm_calls][-1] == "span"
+    assert ans.trace.steps[-1].agent == "span_applied" and ans.trace.steps[-1].outputs == {"kept": True, "answer": "luxury hotel"}
     assert "vanilla_rag.span" in STRATEGIES.get("vanilla_rag").roles()
     # the sentence stands when the span is not its own words, only repeats the question,
     # or is not shorter
@@ -303,9 +304,29 @@ def test_a_sentence_that_comes_back_a_sentence_gets_its_span_from_a_separate_cal
     # off with the answer checks (the paper modes): no recheck, no span
     ans, llm = answered("hotel", {"answer_type_check": False})
     assert ans.answer == sentence and len(llm.calls) == 1
-    assert copied_from("South Pacific", "Germany had interests in Africa and the South Pacific.")
-    assert not copied_from("Pacific Ocean", "Germany had interests in Africa and the South Pacific.")
-    assert not copied_from("", "Germany had interests.")
+    said = "Germany had interests in Africa and the South Pacific."
+    assert copied_from("South Pacific", said) and copied_from("africa and the south pacific", said)
+    for not_its_run in ["Pacific Ocean", "Pacific South", "Germany Africa", "the", "", said]:
+        assert not copied_from(not_its_run, said), not_its_run
+
+
+def test_no_span_call_for_a_fallback_or_when_the_budget_is_spent(sample_index):
+    from marag.agents.answer_types import reads_as_sentence
+
+    q = "What is the Edsa Shangri-La an instance of?"
+    # no JSON: the answerer's fallback keeps the text, a sentence, and it is not sent on
+    prose = "The hotel is in Ortigas Center and it was opened in 1992."
+    garbage = ScriptedLLM(fn=lambda msgs, out: prose)
+    ans = asyncio.run(make_strategy("vanilla_rag", garbage, sample_index.retriever("bm25")).run(q))
+    assert reads_as_sentence(ans.answer) and ans.trace.steps[-1].status == "fallback"
+    assert not any(s.agent.startswith("span") for s in ans.trace.steps)
+    # a long sentence (a looser answer cap) whose span call finds the budget spent stands
+    sentence = "It is a luxury hotel that " + "was built by a company that " * 8 + "owns it."
+    llm = ScriptedLLM([{"answer": sentence}, {"answer": sentence}])
+    settings = {"answer_max_chars": 400, "max_llm_calls": 2}
+    ans = asyncio.run(make_strategy("vanilla_rag", llm, sample_index.retriever("bm25"), settings).run(q))
+    assert len(sentence) > 200 and ans.answer == sentence and len(llm.calls) == 2
+    assert [s.status for s in ans.trace.steps if s.agent == "span"] == ["skipped"]
 
 
 def test_run_many_keeps_order_and_separate_traces(sample_index):

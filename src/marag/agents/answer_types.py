@@ -57,13 +57,13 @@ def _found(pattern: str) -> Callable[[str, str], bool]:
     return lambda question, answer: bool(compiled.search(answer))
 
 
-_FUNCTION_WORDS = frozenset({"a", "an", "the", "of", "and", "or", "in", "on", "at", "to", "for", "by", "is", "was"})
+FUNCTION_WORDS = frozenset({"a", "an", "the", "of", "and", "or", "in", "on", "at", "to", "for", "by", "is", "was"})
 
 
 def _shares_a_word(question: str, answer: str) -> bool:
     """The answer names something the question names (one of the candidates it offers).
     Words of any script (`memory.words`): a name like "Москва" is words too."""
-    return bool((set(words(answer)) - _FUNCTION_WORDS) & set(words(question)))
+    return bool((set(words(answer)) - FUNCTION_WORDS) & set(words(question)))
 
 
 # In order: the first kind whose question pattern matches is the one asked.

@@ -17,9 +17,10 @@ from pydantic import BaseModel, Field
 from marag.agents.answer_types import asked_kind, reads_as_sentence, wrong_kind
 from marag.agents.base import Agent, narrowed
 from marag.agents.layout import laid_out, numbered_passages
-from marag.agents.span import SpanInput, SpanReader, copied_from
+from marag.agents.span import SpanInput, SpanReader, keeps
 from marag.errors import StructuredOutputError
 from marag.llm.base import LLM, Message
+from marag.trace import step
 
 PASSAGE_MAX_CHARS = 1500
 
@@ -161,21 +162,20 @@ class StyledAnswer:
         return None
 
     async def settle(self, llm: LLM, inp: Any, out: Any, temperature: float = 0.0, seed: int | None = None) -> Any:
-        """A short answer that is still a sentence after its recheck gets its span from a
-        separate call that sees only the question and the sentence (`marag.agents.span`,
-        with `style.type_check`). The span replaces the sentence only when it is copied
-        from it, does not just repeat the question, and is of the kind asked wherever the
-        sentence was; otherwise the sentence stands."""
+        """A short answer still a sentence after its recheck gets its span from a separate
+        call that sees only the question and the sentence (`marag.agents.span`, with
+        `style.type_check`); the span replaces the sentence when `span.keeps` says so, and
+        a `span_applied` step records the decision."""
         question, answer = getattr(inp, "question", None), getattr(out, "answer", None)
         if self.style.name != "short" or not self.style.type_check or not isinstance(question, str):
             return out
         if not isinstance(answer, str) or not reads_as_sentence(answer):
             return out
         span = (await SpanReader()(llm, SpanInput(question=question, sentence=answer), temperature, seed)).answer.strip()
-        fits = wrong_kind(question, span) is None or wrong_kind(question, answer) is not None
-        if copied_from(span, answer) and not echoes_question(question, span) and fits:
-            return out.model_copy(update={"answer": span})
-        return out
+        kept = keeps(question, answer, span, echoes_question(question, span))
+        with step("span_applied") as s:
+            s.outputs = {"kept": kept, "answer": span if kept else answer}
+        return out.model_copy(update={"answer": span}) if kept else out
 
     def salvage(self, error: StructuredOutputError, default: str = FALLBACK_ANSWER) -> AnswerOutput:
         raw = _ANSWER_PREFIX.sub("", " ".join(error.raw.split())).strip(' "}')

@@ -106,9 +106,10 @@ class Agent(Generic[I, O]):
         return None
 
     async def settle(self, llm: LLM, inp: I, out: O, temperature: float = 0.0, seed: int | None = None) -> O:
-        """The last word on the output once its step has closed (default: unchanged). An
-        agent may make one more, separate call here, in a step of its own (the answering
-        roles: the span of an answer that stayed a sentence, `marag.agents.span`)."""
+        """The last word on a parsed output once its step has closed (default: unchanged;
+        never called on a fallback). An agent may make one more, separate call here, in a
+        step of its own (the answering roles: the span of an answer that stayed a
+        sentence, `marag.agents.span`)."""
         return out
 
     async def __call__(self, llm: LLM, inp: I, temperature: float = 0.0, seed: int | None = None) -> O:
@@ -136,4 +137,5 @@ class Agent(Generic[I, O]):
             s.outputs = out.model_dump(mode="json")
             if note:
                 s.outputs["rechecked"] = {"note": note, "first": first.model_dump(mode="json")}
-        return await self.settle(llm, inp, out, temperature, seed)
+        # a fallback (or a skipped call) is not the model's reply: nothing to settle
+        return await self.settle(llm, inp, out, temperature, seed) if s.status == "ok" else out

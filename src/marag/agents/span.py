@@ -5,18 +5,14 @@ Why a separate call: the answering roles send a sentence back once, in the same
 conversation (`StyledAnswer.recheck`), and the default model (Qwen2.5-Coder-1.5B) mostly
 obliges, but some sentences came back unchanged ("It is a 5-star luxury hotel located in
 Ortigas Center, ..." for "What is the Edsa Shangri-La an instance of?"): in front of
-its passages the model keeps its reading. Shown the sentence alone it picks the span:
-offline over the 23 distinct sentence answers of the default model's runs of
-2026-11-28/29 (20 with a gold answer), their F1 summed 1.50 as written and 5.49 as the
-spans this prompt gave ("hotel", "Barnaby Joyce", "South Pacific", "lead vocalist and
-primary songwriter"); one fell (.12 -> 0: "1932" for a tornado outbreak's whole name).
+its passages the model keeps its reading; shown the sentence alone, it picks the span.
+Measured offline and replayed: docs/strategies/index.md, benchmarks/RESULTS.md.
 
-The caller keeps the span only if it is copied from the sentence (`copied_from`: a
-small model also "shortens" to a name the sentence does not hold), does not just repeat
-the question and is not of a wrong kind where the sentence was not
-(`StyledAnswer.settle`); otherwise the sentence stands.
+The caller (`StyledAnswer.settle`) keeps the span only if it passes `keeps`; otherwise
+the sentence stands. The call runs on the answering role's model, under its own role
+name (`<family>.span`, which is also what LoRA routing sees).
 
-Fallback: the sentence itself.
+Fallback: the sentence itself (which `keeps` then refuses: it is not shorter).
 """
 
 from __future__ import annotations
@@ -25,6 +21,7 @@ import re
 
 from pydantic import BaseModel, Field
 
+from marag.agents.answer_types import FUNCTION_WORDS, wrong_kind
 from marag.agents.base import Agent
 from marag.agents.layout import laid_out
 from marag.errors import StructuredOutputError
@@ -56,11 +53,23 @@ class SpanReader(Agent[SpanInput, Span]):
         return laid_out(_TASK, inp.question, [f"Sentence: {inp.sentence}"], "\nShort answer as JSON.", gap="\n")
 
     def fallback(self, inp: SpanInput, error: StructuredOutputError) -> Span:
-        return Span(answer=inp.sentence)
+        # not validated: a long style's sentence may exceed the span's own limit
+        return Span.model_construct(answer=inp.sentence)
 
 
 def copied_from(span: str, sentence: str) -> bool:
     """Whether `span` is a shorter run of the sentence's own words (case and punctuation
-    aside): every word of it occurs in the sentence, and it has fewer words."""
+    aside), with at least one word that is not a function word ("the", "is")."""
     mine, theirs = _WORD.findall(span.lower()), _WORD.findall(sentence.lower())
-    return bool(mine) and len(mine) < len(theirs) and set(mine) <= set(theirs)
+    if not mine or len(mine) >= len(theirs) or set(mine) <= FUNCTION_WORDS:
+        return False
+    return f" {' '.join(mine)} " in f" {' '.join(theirs)} "
+
+
+def keeps(question: str, sentence: str, span: str, echoes: bool) -> bool:
+    """Whether the span replaces the sentence: copied from it (a small model also
+    "shortens" to a name the sentence does not hold), not only the question's words
+    (`echoes`, the caller's `echoes_question`), and of the kind asked wherever the
+    sentence was."""
+    fits = wrong_kind(question, span) is None or wrong_kind(question, sentence) is not None
+    return copied_from(span, sentence) and not echoes and fits
