@@ -420,6 +420,37 @@ def test_ours_the_reflector_reads_the_sentences_nearest_the_query(tmp_path, repo
     assert "Harvard Mark I computer" in seen["{'paper': True}"]  # its first 600 characters
 
 
+def test_ours_later_doc_chars_the_reflector_reads_documents_after_the_second_shorter(tmp_path, repo):
+    """later_doc_chars=175 (the default): a search's third and fourth documents reach the
+    reflector within 175 characters, the first two within doc_chars (350); off, all four
+    within 350; the paper's mode reads every document's first 600 characters."""
+    import re
+
+    from marag.index.pipeline import index_corpus
+    from marag.index.store import IndexConfig
+
+    sample = index_corpus(repo / "samples" / "corpus", tmp_path / "idx", IndexConfig(retrievers=["bm25"]), progress=False).retriever("bm25")
+    lengths = {}
+    for config in ({}, {"later_doc_chars": None}, {"paper": True}):
+        reflections = []
+
+        def reflector(user):
+            reflections.append(user)
+            return {"found": False, "evidence": []}
+
+        plans = iter([{"thought": "look", "action": "search", "query": "computer programming language history"}])
+        llm = script(lambda user: next(plans, {"thought": "done", "action": "final_answer", "query": ""}), reflector=reflector)
+        run_default(llm, sample, {**config, "k": 4, "evidence_floor": 0}, question="Who designed an early programming language?")
+        docs = reflections[0].split("Documents:\n")[1].split("\n\nEvidence as JSON.")[0]
+        blocks = re.split(r"\n\n(?=\[\d+\] )", docs)
+        assert len(blocks) == 4, config
+        lengths[str(config)] = [len(b.split("\n", 1)[1]) for b in blocks]  # each text, without its "[i] title" line
+    first, later = lengths["{}"][:2], lengths["{}"][2:]
+    assert max(later) <= 175 < max(first) <= 350
+    assert max(lengths["{'later_doc_chars': None}"][2:]) > 175 and max(lengths["{'later_doc_chars': None}"]) <= 350
+    assert max(lengths["{'paper': True}"]) > 350
+
+
 def test_ours_answer_chars_the_final_answer_reads_each_source_near_the_question(tmp_path, repo):
     """answer_chars=N: each source reaches the final answer as its excerpt for the
     question within N characters (the line about the destroyer, near the end of Grace
