@@ -120,15 +120,24 @@ class StyledAnswer:
         clean = _SOURCE_MARK.sub("", out.answer).strip()
         return out.model_copy(update={"answer": clean or out.answer})
 
+    def _short_pair(self, inp: Any, out: Any) -> tuple[str, str] | None:
+        """(question, answer) when a short answer to a question is at hand, the only
+        answers `recheck` and `settle` check; else None."""
+        question, answer = getattr(inp, "question", None), getattr(out, "answer", None)
+        if self.style.name != "short" or not isinstance(question, str) or not isinstance(answer, str):
+            return None
+        return question, answer
+
     def recheck(self, inp: BaseModel, out: BaseModel) -> str | None:
         """A short answer is asked for once more, told why, when it only repeats a name
         the question gives (`echoes_question`, with `style.recheck`) or is not of the
         kind the question asks for (`answer_types.wrong_kind`) or is a sentence around it
         (`answer_types.reads_as_sentence`), both with `style.type_check`. Long answers
         restate the question by design and are not checked."""
-        question, answer = getattr(inp, "question", None), getattr(out, "answer", None)
-        if self.style.name != "short" or not isinstance(question, str) or not isinstance(answer, str):
+        pair = self._short_pair(inp, out)
+        if pair is None:
             return None
+        question, answer = pair
         if self.style.recheck and echoes_question(question, answer):
             return (
                 f'"{answer}" is named in the question itself, so it is not what the question asks for. '
@@ -166,11 +175,10 @@ class StyledAnswer:
         call that sees only the question and the sentence (`marag.agents.span`, with
         `style.type_check`); the span replaces the sentence when `span.keeps` says so, and
         a `span_applied` step records the decision."""
-        question, answer = getattr(inp, "question", None), getattr(out, "answer", None)
-        if self.style.name != "short" or not self.style.type_check or not isinstance(question, str):
+        pair = self._short_pair(inp, out)
+        if pair is None or not self.style.type_check or not reads_as_sentence(pair[1]):
             return out
-        if not isinstance(answer, str) or not reads_as_sentence(answer):
-            return out
+        question, answer = pair
         span = (await SpanReader()(llm, SpanInput(question=question, sentence=answer), temperature, seed)).answer.strip()
         kept = keeps(question, answer, span, echoes_question(question, span))
         with step("span_applied") as s:
