@@ -2,6 +2,7 @@
 gold documents answer at least as well as one retrieval with them?
 
     python benchmarks/reading.py --llm llamacpp:MODEL.gguf --skip 50 --n 40 --distractors 2,6
+    python benchmarks/reading.py --skip 50 --n 50 --type comparison --steps vanilla_rag,compare_then_answer
 
 For each question (a dataset's questions `skip+1 .. skip+n`), the documents are its
 gold documents plus D distractors (the question's own top BM25 hits that are not gold,
@@ -20,6 +21,7 @@ import asyncio
 import statistics
 from pathlib import Path
 from collections.abc import Awaitable, Callable
+from typing import Annotated
 
 from marag.agents.answerer import ANSWER_STYLES, Answerer, AnswerInput, Passage
 from marag.agents.base import Agent
@@ -34,7 +36,7 @@ from marag.index.base import Hit
 from marag.index.store import IndexConfig
 from marag.llm import LLMConfig, make_llm
 from marag.llm.base import Message
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, StringConstraints
 
 Step = Callable[[object, str, list[Hit]], Awaitable[str]]
 STYLE = ANSWER_STYLES["short"]
@@ -73,6 +75,30 @@ class QuoteThenAnswer(Answerer):
         return msgs
 
 
+class Compared(BaseModel):
+    facts: list[Annotated[str, StringConstraints(max_length=160)]] = Field(min_length=2, max_length=2)
+    answer: str = Field(max_length=STYLE.max_chars)
+
+
+class CompareThenAnswer(Answerer):
+    """Candidate for questions comparing two things: one fact about each, then the
+    answer (one call; the facts come first in the schema, so constrained decoding writes
+    them first). Measured with `--type comparison`: not kept (benchmarks/RESULTS.md)."""
+
+    Output = Compared
+
+    def __init__(self):
+        self.style, self.max_tokens = STYLE, 300
+
+    def messages(self, inp: AnswerInput):
+        msgs = super().messages(inp)
+        msgs[0].content += (
+            " The question compares two things. First write two facts, one about each of the two things, each "
+            "starting with that thing's name and saying what decides the question; then the answer, read off those two facts."
+        )
+        return msgs
+
+
 class Chosen(BaseModel):
     passages: list[int] = Field(max_length=3)
 
@@ -96,6 +122,11 @@ async def quote(llm, question: str, hits: list[Hit]) -> str:
     return (await QuoteThenAnswer()(llm, AnswerInput(question=question, passages=passages))).answer
 
 
+async def compare(llm, question: str, hits: list[Hit]) -> str:
+    passages = [Passage(title=h.title, text=h.text) for h in hits]
+    return (await CompareThenAnswer()(llm, AnswerInput(question=question, passages=passages))).answer
+
+
 async def select(llm, question: str, hits: list[Hit]) -> str:
     passages = [Passage(title=h.title, text=h.text) for h in hits]
     chosen = (await Selector()(llm, AnswerInput(question=question, passages=passages))).passages
@@ -103,7 +134,13 @@ async def select(llm, question: str, hits: list[Hit]) -> str:
     return (await Answerer(STYLE)(llm, AnswerInput(question=question, passages=kept))).answer
 
 
-STEPS: dict[str, Step] = {"vanilla_rag": vanilla, "mrag.answerer": mrag, "quote_then_answer": quote, "select_then_answer": select}
+STEPS: dict[str, Step] = {
+    "vanilla_rag": vanilla,
+    "mrag.answerer": mrag,
+    "quote_then_answer": quote,
+    "select_then_answer": select,
+    "compare_then_answer": compare,
+}
 
 
 def main() -> None:
@@ -115,10 +152,13 @@ def main() -> None:
     ap.add_argument("--llm", default="llamacpp")
     ap.add_argument("--steps", default=",".join(STEPS))
     ap.add_argument("--concurrency", type=int, default=4)
+    ap.add_argument("--type", help="only questions of this type (the dataset's metadata, e.g. HotpotQA's comparison)")
     args = ap.parse_args()
 
     ds = load_dataset(args.dataset)
     questions = [q for q in ds.questions[args.skip : args.skip + args.n] if q.gold_doc_ids]
+    if args.type:
+        questions = [q for q in questions if (q.metadata or {}).get("type") == args.type]
     idx = ensure_index(ds, IndexConfig(), Path(".marag/indexes"))  # the index `marag eval` builds and caches
     bm25 = idx.retriever("bm25")
     by_doc = {c.doc_id: c for c in idx.chunks}
