@@ -42,9 +42,12 @@ Step = Callable[[object, str, list[Hit]], Awaitable[str]]
 STYLE = ANSWER_STYLES["short"]
 
 
+def passages_of(hits: list[Hit]) -> list[Passage]:
+    return [Passage(title=h.title, text=h.text) for h in hits]
+
+
 async def vanilla(llm, question: str, hits: list[Hit]) -> str:
-    passages = [Passage(title=h.title, text=h.text) for h in hits]
-    return (await Answerer(STYLE)(llm, AnswerInput(question=question, passages=passages))).answer
+    return (await Answerer(STYLE)(llm, AnswerInput(question=question, passages=passages_of(hits)))).answer
 
 
 async def mrag(llm, question: str, hits: list[Hit]) -> str:
@@ -118,17 +121,15 @@ class Selector(Agent[AnswerInput, Chosen]):
 
 
 async def quote(llm, question: str, hits: list[Hit]) -> str:
-    passages = [Passage(title=h.title, text=h.text) for h in hits]
-    return (await QuoteThenAnswer()(llm, AnswerInput(question=question, passages=passages))).answer
+    return (await QuoteThenAnswer()(llm, AnswerInput(question=question, passages=passages_of(hits)))).answer
 
 
 async def compare(llm, question: str, hits: list[Hit]) -> str:
-    passages = [Passage(title=h.title, text=h.text) for h in hits]
-    return (await CompareThenAnswer()(llm, AnswerInput(question=question, passages=passages))).answer
+    return (await CompareThenAnswer()(llm, AnswerInput(question=question, passages=passages_of(hits)))).answer
 
 
 async def select(llm, question: str, hits: list[Hit]) -> str:
-    passages = [Passage(title=h.title, text=h.text) for h in hits]
+    passages = passages_of(hits)
     chosen = (await Selector()(llm, AnswerInput(question=question, passages=passages))).passages
     kept = [passages[i - 1] for i in dict.fromkeys(chosen) if 1 <= i <= len(passages)] or passages
     return (await Answerer(STYLE)(llm, AnswerInput(question=question, passages=kept))).answer
