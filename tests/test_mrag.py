@@ -683,7 +683,7 @@ def test_paper_mode_leaves_no_addition_active(retriever):
     assert cfg.max_searcher_runs is None and cfg.judge_pages is False and cfg.unlabelled_docs is False
     assert MRAGConfig().additions() == [
         "answer_type_check", "guards", "hints", "keep_top_ranked", "searcher_max_steps", "history_window", "report_chars", "doc_chars",
-        "focused", "coordinator_input_chars", "late_answer", "memory", "progress_guard", "judge_pages", "max_searcher_runs",
+        "focused", "coordinator_input_chars", "late_answer", "answer_guidance", "memory", "progress_guard", "judge_pages", "max_searcher_runs",
         "unlabelled_docs", "linked_docs", "next_move",
     ]  # fmt: skip
     assert "plan_first" in MRAGConfig(plan_first=False).additions()
@@ -915,6 +915,32 @@ def test_answer_chars_the_agents_reading_s_see_each_document_near_the_question(r
     assert "USS Hopper is named in her honour" in shown["{'answer_chars': 200}"]
     assert "Harvard Mark I" not in shown["{'answer_chars': 200}"]
     assert "Harvard Mark I" in shown["{}"] and "Harvard Mark I" in shown["{'answer_chars': 200, 'paper': True}"]
+
+
+@pytest.mark.parametrize("config", [{}, {"answer_guidance": True}, {"paper": True}])
+def test_the_answerer_reads_the_question_not_the_coordinators_claim(retriever, config):
+    """By default (`answer_guidance=False`) the answerer's prompt holds the question and
+    S, not what the coordinator wrote to it (a small model's coordinator passes on a
+    judge's invented claim); with `answer_guidance` and in the paper's mode it does. The
+    searcher still runs on its input in every mode."""
+    q = "Which destroyer is named in honour of Grace Hopper?"
+    claim = "Grace Hopper served on the USS Enterprise."
+    script = Script(
+        CoordinatorDecision=[coord("searcher", "Grace Hopper destroyer"), coord("answerer", claim), coord("finisher")],
+        Query=[{"query": "Grace Hopper destroyer"}],
+        Judgement=judge_titles("Grace Hopper"),
+        Move=lambda _: move("end"),
+        AnswerOutput=lambda _: {"answer": "USS Hopper"},
+        FinisherDecision=lambda _: {"finish": True, "reason": "answered"},
+    )
+    llm = ScriptedLLM(fn=script)
+    ans = run(MRAG(llm, retriever, config), q)
+    assert ans.answer == "USS Hopper"
+    prompt = " ".join(m["content"] for m in next(c for c in llm.calls if c.output_model.__name__ == "AnswerOutput").messages)
+    assert q in prompt and "Grace Hopper" in prompt  # the question and S
+    assert (claim.rstrip(".") in prompt) == bool(config), config
+    searched = next(s for s in ans.trace.steps if s.agent == "searcher").inputs
+    assert "Grace Hopper destroyer" in str(searched)
 
 
 @pytest.mark.parametrize("next_move", ["rule", "model"])
