@@ -59,7 +59,8 @@ def save(run: Path, to: Path = HERE) -> Path:
 
 def pair(a: Path, b: Path, strategy: str, other: str | None) -> None:
     def f1s(path: Path, strat: str) -> dict[str, tuple[float, str]]:
-        return {r["qid"]: (float(r["f1"]), r["prediction"]) for r in rows_of(path) if r["strategy"] == strat}
+        # a question that ended in an error has no score: paired on the questions both scored
+        return {r["qid"]: (float(r["f1"]), r["prediction"]) for r in rows_of(path) if r["strategy"] == strat and r["f1"] != ""}
 
     A, B = f1s(a, strategy), f1s(b, other or strategy)
     ids = sorted(set(A) & set(B))

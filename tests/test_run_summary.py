@@ -43,5 +43,9 @@ def test_save_keeps_one_flat_row_per_answer_and_pair_reads_both_forms(tmp_path, 
     out = capsys.readouterr().out
     assert out.startswith("n=2: A 0.500, B 0.750, A - B -0.250")
     assert "(0 better, 1 worse)" in out and "q2: 0.00 'Lyon (tab here)' vs 0.50 'Nice (tab here)'" in out
+    with (a / "results.jsonl").open("a") as f:
+        f.write(json.dumps({"strategy": "x", "qid": "q3", "prediction": "", "metrics": {}, "error": "boom"}) + "\n")
+    rs.pair(a, b, "x", None)  # the errored q3 has no score: still the 2 questions both scored
+    assert capsys.readouterr().out.startswith("n=2: A 0.500")
     rs.pair(saved, saved, "x", "k5")  # strategies of one run against each other
     assert capsys.readouterr().out.startswith("n=1: A 1.000, B 0.000")
