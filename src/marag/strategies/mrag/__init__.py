@@ -327,7 +327,8 @@ class MRAGConfig(PaperSwitch, AnsweringConfig):
     # Tuning, HotpotQA 51-80 (n=30, the run with it replayed from its LLM cache, only
     # the answerer's calls and what followed them fresh): F1 .449 -> .516 (+.067 [.000,
     # +.167], 2 better: "Hebron Academy", "New York City"; 0 worse), evaluated tokens a
-    # question 1,948 -> ~1,923. MuSiQue and held-out questions not measured yet
+    # question 1,948 -> ~1,923; MuSiQue 51-62 (n=12, the same way) .083 -> .042 (0
+    # better, 1 worse). Held-out questions not measured yet
     answer_guidance: bool = False
     temperature: float = 0.0
     # per role, e.g. self-training samples trainable roles at 0.7 and the answerer at 0.1
