@@ -891,27 +891,36 @@ def test_the_answerer_reads_what_vanilla_rag_reads_whole_and_nearest_the_questio
         assert " ".join(h.text.split()) in " ".join(last_two.split())
 
 
+HOPPER_Q = "Which destroyer is named in honour of Grace Hopper?"
+
+
+def _destroyer_run(retriever, config: dict, search_for: str, answerer_input: str = ""):
+    """mRAG on HOPPER_Q with a script that searches `search_for` once (Grace Hopper's page
+    judged relevant), hands the answerer `answerer_input` and finishes: the answer and
+    the answerer's messages."""
+    script = Script(
+        CoordinatorDecision=[coord("searcher", search_for), coord("answerer", answerer_input), coord("finisher")],
+        Query=[{"query": search_for}],
+        Judgement=judge_titles("Grace Hopper"),
+        Move=lambda _: move("end"),
+        AnswerOutput=lambda _: {"answer": "USS Hopper"},
+        FinisherDecision=lambda _: {"finish": True, "reason": "answered"},
+    )
+    llm = ScriptedLLM(fn=script)
+    ans = run(MRAG(llm, retriever, config), HOPPER_Q)
+    return ans, next(c for c in llm.calls if c.output_model.__name__ == "AnswerOutput").messages
+
+
 def test_answer_chars_the_agents_reading_s_see_each_document_near_the_question(retriever):
     """answer_chars=N (ours): each document of S reaches the answerer as its excerpt for
     the question and S's findings within N characters: the line about the destroyer near
     the end of Grace Hopper's page stays, her work on the Harvard Mark I does not; without
     it (and in the paper's mode) the page is whole."""
-    q = "Which destroyer is named in honour of Grace Hopper?"
     shown = {}
     for config in ({}, {"answer_chars": 200}, {"answer_chars": 200, "paper": True}):
-        script = Script(
-            CoordinatorDecision=[coord("searcher", q), coord("answerer"), coord("finisher")],
-            Query=[{"query": q}],
-            Judgement=judge_titles("Grace Hopper"),
-            Move=lambda _: move("end"),
-            AnswerOutput=lambda _: {"answer": "USS Hopper"},
-            FinisherDecision=lambda _: {"finish": True, "reason": "answered"},
-        )
-        llm = ScriptedLLM(fn=script)
-        ans = run(MRAG(llm, retriever, config), q)
+        ans, messages = _destroyer_run(retriever, config, HOPPER_Q)
         assert ans.answer == "USS Hopper" and GRACE in [s.chunk_id for s in ans.sources], config
-        prompt = next(c for c in llm.calls if c.output_model.__name__ == "AnswerOutput").messages[-1]["content"]
-        shown[str(config)] = " ".join(prompt.split())
+        shown[str(config)] = " ".join(messages[-1]["content"].split())
     assert "USS Hopper is named in her honour" in shown["{'answer_chars': 200}"]
     assert "Harvard Mark I" not in shown["{'answer_chars': 200}"]
     assert "Harvard Mark I" in shown["{}"] and "Harvard Mark I" in shown["{'answer_chars': 200, 'paper': True}"]
@@ -923,21 +932,11 @@ def test_the_answerer_reads_the_question_not_the_coordinators_claim(retriever, c
     S, not what the coordinator wrote to it (a small model's coordinator passes on a
     judge's invented claim); with `answer_guidance` and in the paper's mode it does. The
     searcher still runs on its input in every mode."""
-    q = "Which destroyer is named in honour of Grace Hopper?"
     claim = "Grace Hopper served on the USS Enterprise."
-    script = Script(
-        CoordinatorDecision=[coord("searcher", "Grace Hopper destroyer"), coord("answerer", claim), coord("finisher")],
-        Query=[{"query": "Grace Hopper destroyer"}],
-        Judgement=judge_titles("Grace Hopper"),
-        Move=lambda _: move("end"),
-        AnswerOutput=lambda _: {"answer": "USS Hopper"},
-        FinisherDecision=lambda _: {"finish": True, "reason": "answered"},
-    )
-    llm = ScriptedLLM(fn=script)
-    ans = run(MRAG(llm, retriever, config), q)
+    ans, messages = _destroyer_run(retriever, config, "Grace Hopper destroyer", claim)
     assert ans.answer == "USS Hopper"
-    prompt = " ".join(m["content"] for m in next(c for c in llm.calls if c.output_model.__name__ == "AnswerOutput").messages)
-    assert q in prompt and "Grace Hopper" in prompt  # the question and S
+    prompt = " ".join(m["content"] for m in messages)
+    assert HOPPER_Q in prompt and "Grace Hopper" in prompt  # the question and S
     assert (claim.rstrip(".") in prompt) == bool(config), config
     searched = next(s for s in ans.trace.steps if s.agent == "searcher").inputs
     assert "Grace Hopper destroyer" in str(searched)
