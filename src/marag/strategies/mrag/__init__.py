@@ -206,7 +206,8 @@ class MRAGConfig(PaperSwitch, AnsweringConfig):
     max_same_agent_in_row: int = Field(default=3, ge=1)
     # pages per searcher run (None: no cap). 2 on tuning HotpotQA 51-80 (2026-12-02, a fresh
     # run paired with the default's run of record): F1 .516 -> .582 (2 better, 0 worse),
-    # 1,575 evaluated tokens a question against ~1,923; MuSiQue and held out not yet run
+    # 1,575 evaluated tokens a question against ~1,923; MuSiQue 51-62 the same F1 (.042),
+    # 1,602 against ~1,870. Held out not yet run
     searcher_max_steps: int | None = Field(default=3, ge=1)
     max_searcher_runs: int | None = Field(default=2, ge=1)  # searcher runs per question (None: no cap)
     history_window: int | None = Field(default=6, ge=1)  # agent reports the coordinator sees (None: all)
