@@ -603,7 +603,9 @@ def test_a_second_hop_document_found_late_reaches_the_answerer(retriever, rank_d
         )
 
     llm = ScriptedLLM(fn=script())
-    ans = run(MRAG(llm, retriever, MRAGConfig(rank_docs=rank_docs)), "Where did the creator of Python begin working on it?")
+    # three pages for the first query, so that five documents come before Python's
+    cfg = MRAGConfig(rank_docs=rank_docs, searcher_max_steps=3)
+    ans = run(MRAG(llm, retriever, cfg), "Where did the creator of Python begin working on it?")
     ids = [s.chunk_id for s in ans.sources]
     assert python in ids and len(ids) >= 6 and (ids.index(python) == 0) is rank_docs
     found_order = list(dict.fromkeys(d["chunk_id"] for s in ans.trace.steps if s.agent == "searcher" for d in s.outputs["relevant"]))
@@ -955,7 +957,8 @@ def test_by_rule_the_searcher_reads_on_while_pages_add_documents_with_no_move_ca
         Move=lambda _: move("continue", reason="still finding"),
         AnswerOutput=[{"answer": "Ada Lovelace"}],
     )
-    cfg = {"next_move": next_move, "keep_top_ranked": 0, "linked_docs": 0}
+    # three pages, so that the page after the dry one can be shown
+    cfg = {"next_move": next_move, "keep_top_ranked": 0, "linked_docs": 0, "searcher_max_steps": 3}
     ans = run(MRAG(ScriptedLLM(fn=script), retriever, cfg), q)
     pages = next(s for s in ans.trace.steps if s.agent == "searcher").outputs["steps"]
     first = [("first computer programmer", 0, "continue")]

@@ -81,7 +81,7 @@ Our additions, to keep small models productive (each can be turned off):
   shown beside the documents as if it were part of them (a query can still reach the
   coordinator's history in the searcher's report);
 - bounded prompts: a `history_window` of recent reports, each clipped to `report_chars`,
-  a `searcher_max_steps` page cap per searcher run (3), `doc_chars` of each document for
+  a `searcher_max_steps` page cap per searcher run (2), `doc_chars` of each document for
   the relevance judge, a 200-character coordinator input (`coordinator_input_chars`);
 - linked documents (`linked_docs`, 1): after each searcher run, the document not read
   yet that the question or a document of S names by title, the best of them for the
@@ -204,11 +204,14 @@ class MRAGConfig(PaperSwitch, AnsweringConfig):
     hints: bool = True
     keep_top_ranked: int = Field(default=2, ge=0)
     max_same_agent_in_row: int = Field(default=3, ge=1)
-    # pages per searcher run (None: no cap). 2 on tuning HotpotQA 51-80 (2026-12-02, a fresh
-    # run paired with the default's run of record): F1 .516 -> .582 (2 better, 0 worse),
-    # 1,575 evaluated tokens a question against ~1,923; MuSiQue 51-62 the same F1 (.042),
-    # 1,602 against ~1,870. Held out not yet run
-    searcher_max_steps: int | None = Field(default=3, ge=1)
+    # pages per searcher run (None: no cap). 2 (was 3) with the default 1.5B model, 2026-12-02:
+    # tuning HotpotQA 51-80 F1 .516 -> .582 (2 better, 0 worse), MuSiQue 51-80 .042 -> .042
+    # on 51-62 and .109 -> .035 on 63-80 (0 better, 2 worse: the reader flipped with one
+    # distractor page fewer); held out (the 3-page runs' LLM caches copied) HotpotQA 1-30
+    # .606 -> .706 (+.100 [.000, +.233], 3 better, 0 worse), MuSiQue 1-30 .303 -> .272
+    # (-.031 [-.105, +.033], 3, 3); 13-18% fewer evaluated tokens (the answerer reads ~4.8
+    # documents instead of ~6.6, the judge one page fewer)
+    searcher_max_steps: int | None = Field(default=2, ge=1)
     max_searcher_runs: int | None = Field(default=2, ge=1)  # searcher runs per question (None: no cap)
     history_window: int | None = Field(default=6, ge=1)  # agent reports the coordinator sees (None: all)
     report_chars: int | None = Field(default=200, ge=20)  # each report as the coordinator sees it
