@@ -205,9 +205,9 @@ class MRAGConfig(PaperSwitch, AnsweringConfig):
     keep_top_ranked: int = Field(default=2, ge=0)
     max_same_agent_in_row: int = Field(default=3, ge=1)
     # pages per searcher run (None: no cap). 2 (was 3) with the default 1.5B model, 2026-12-02:
-    # tuning HotpotQA 51-80 F1 .516 -> .582 (2 better, 0 worse), MuSiQue 51-80 .042 -> .042
-    # on 51-62 and .109 -> .035 on 63-80 (0 better, 2 worse: the reader flipped with one
-    # distractor page fewer); held out (the 3-page runs' LLM caches copied) HotpotQA 1-30
+    # tuning HotpotQA 51-80 F1 .516 -> .582 (2 better, 0 worse), MuSiQue 51-62 .042 -> .042,
+    # MuSiQue 63-80 .109 -> .035 (0 better, 2 worse: the reader flipped with one distractor
+    # page fewer); held out (the 3-page runs' LLM caches copied) HotpotQA 1-30
     # .606 -> .706 (+.100 [.000, +.233], 3 better, 0 worse), MuSiQue 1-30 .303 -> .272
     # (-.031 [-.105, +.033], 3, 3); 13-18% fewer evaluated tokens (the answerer reads ~4.8
     # documents instead of ~6.6, the judge one page fewer)
