@@ -210,10 +210,10 @@ class MRAGConfig(PaperSwitch, AnsweringConfig):
     # page fewer); held out (the 3-page runs' LLM caches copied) HotpotQA 1-30
     # .606 -> .706 (+.100 [.000, +.233], 3 better, 0 worse), MuSiQue 1-30 .303 -> .272
     # (-.031 [-.105, +.033], 3, 3); 13-18% fewer evaluated tokens (the answerer reads ~4.8
-    # documents instead of ~6.6, the judge one page fewer). A fresh run of HotpotQA 1-30
-    # with it: .582 (1,786 tokens), 4 answers below the replay's .706 with the same
-    # settings (llama.cpp with parallel slots is not deterministic): F1 about equal, the
-    # tokens fewer
+    # documents instead of ~6.6, the judge one page fewer). Fresh runs with it: HotpotQA
+    # 1-30 .582 (1,786 tokens), 4 answers below the replay's .706 with the same settings
+    # (llama.cpp with parallel slots is not deterministic); MuSiQue 1-30 .253 (1,619
+    # tokens; fresh with 3 pages: .606, .303): F1 about equal, the tokens ~15% fewer
     searcher_max_steps: int | None = Field(default=2, ge=1)
     max_searcher_runs: int | None = Field(default=2, ge=1)  # searcher runs per question (None: no cap)
     history_window: int | None = Field(default=6, ge=1)  # agent reports the coordinator sees (None: all)
