@@ -145,6 +145,15 @@ def test_a_passage_title_is_neither_a_fact_nor_a_gap(retriever):
     ans = run("kair", llm(update=update), retriever, {"max_steps": 1})
     applied = steps(ans, "knowledge_applied")[0].outputs
     assert applied["discarded_unsupported"] == [f"The {seen[0]}"] and applied["required"] == [QUESTION, GAP2]
+    # with `title_facts` the title stands for its passage's own words, which add a fact
+    # without closing anything
+    seen.clear()
+    ans = run("kair", llm(update=update), retriever, {"max_steps": 1, "title_facts": 2})
+    applied = steps(ans, "knowledge_applied")[0].outputs
+    (pointed,) = applied["from_titles"]
+    page = next(text for _, title, text in DOCS if title == seen[0])
+    assert pointed in applied["added"] and pointed == page  # (whole: it fits `title_fact_chars`)
+    assert applied["required"] == [QUESTION, GAP2] and applied["closed"] == []
     ans = run("kair", llm(update=update), retriever, {"max_steps": 1, "support_check": False})
     assert f"The {seen[0]}" in steps(ans, "knowledge_applied")[0].outputs["added"]
 
@@ -638,3 +647,28 @@ def test_the_generator_reads_the_passages_of_c_the_question_and_the_known_facts_
         nearest = steps(ans, "answer_passages")
         assert [s.outputs["chunk_ids"] for s in nearest] == ([[f"{d}#0" for d in shown]] if source is retriever and n else []), (source, n)
         assert ans.answer == "Brekke"  # what is known still comes first
+
+
+def test_a_title_stands_for_its_passages_words_at_most_title_facts_an_update_and_closes_nothing(retriever):
+    """`title_facts`: the 1.5B named the bridge page ("Dawn Penn") instead of stating what it
+    says. That page's own words become the fact; they restate the question (the search
+    found the page by them) yet must not close it, and at most `title_facts` of them count."""
+    from marag.agents.kair import NewFact, Update
+    from marag.index.base import Hit
+
+    question = "Who produced the single that the reggae singer born in 1952 in Kingston was most known for?"
+    texts = {
+        "Dawn Penn": "Dawn Penn (born 1952 in Kingston) is a reggae singer. She is most known for her single You Don't Love Me.",
+        "Junior Byles": "Junior Byles (born 1948 in Kingston) is a reggae singer.",
+        "Mikey Spice": "Mikey Spice (born 1965 in Kingston) is a reggae singer.",
+    }
+    hits = [Hit(doc_id=t, chunk_id=f"{t}#0", score=1.0, text=x, title=t) for t, x in texts.items()]
+    update = Update(facts=[NewFact(text=t, passage=n, status="new") for n, t in enumerate(texts, 1)])
+    for cap, expected in [(2, 2), (0, 0)]:
+        st = KnowledgeState(required=[question])
+        strat = make_strategy("kair", ScriptedLLM(), retriever, {"title_facts": cap})
+        changed = strat._apply(question, st, [question], hits, update)
+        assert [f.text for f in st.known] == list(texts.values())[:expected] and changed == bool(expected)
+        assert answers(st.known[0].text, question) if expected else True  # it restates the question ...
+        assert st.required == [question]  # ... and leaves it open
+        assert [f.source for f in st.known] == [h.chunk_id for h in hits][:expected]

@@ -39,7 +39,9 @@ then one filter call updates C.
 
 Our additions (each off with `paper=true`, `kair_paper`): `support_check` (at least 75%
 of what a fact adds to the question must be in the passage it cites, and a passage's
-title alone is not a fact), `leap_check` (off by default; a fact that restates the
+title alone is not a fact), `title_facts` (off by default: a fact that is only a
+passage's title stands for that passage's own words, its first sentence and those
+nearest the question and the open gaps; they close no gap by restating it), `leap_check` (off by default; a fact that restates the
 question or a gap with an answer added must be backed as a whole, 60% of its content
 words, by its passage and the known facts), `close_answered` (a gap also closes when a new fact restates
 it with the answer added, and does not reopen in the same update), `known_first` (the
@@ -79,7 +81,7 @@ from typing import Any, ClassVar, Literal
 from pydantic import Field
 
 from marag.agents.answerer import Answerer, AnswerInput, Passage
-from marag.agents.documents import Doc, doc_from_hit, pack_texts
+from marag.agents.documents import Doc, doc_from_hit, excerpt, pack_texts
 from marag.agents.kair import (
     Candidates,
     ContextFilter,
@@ -110,6 +112,7 @@ from marag.trace import record_read, step
 PAPER_SETTINGS: dict[str, Any] = {
     **ANSWER_PAPER_SETTINGS,
     "support_check": False,
+    "title_facts": 0,
     "leap_check": False,
     "close_answered": False,
     "known_first": False,
@@ -204,6 +207,20 @@ class KAIRConfig(PaperSwitch, AnsweringConfig):
     paper: bool = False  # only the paper's behaviour: PAPER_SETTINGS
     # -- our additions (module docstring) --
     support_check: bool = True
+    # a "fact" that is only the title of a passage just read ("Dawn Penn", "Paul Gross") is
+    # the update pointing at that passage: with `title_facts` N > 0 it stands for the
+    # passage's own words, its first sentence and those nearest the question and the open
+    # gaps within `title_fact_chars` (at most N an update; they close no gap by restating
+    # it); with 0 (the default) such a fact is dropped, as the support check does. Why
+    # tried: with the default model updates often named the bridge page's title instead of
+    # a sentence, the title was dropped, K stayed empty, and the planner could only repeat
+    # the question. Measured (2026-12-02, N=2): tuning HotpotQA 51-80 .508 -> .541 (2
+    # better, 1 worse; "Steely and Clevie" reached through Dawn Penn's page), held out
+    # HotpotQA 1-30 paired on the same run's LLM cache −.007 (1 better, 1 worse: two
+    # unrelated pages' openings became facts and led the planner astray from Telemann);
+    # 9 of 30 tuning questions used it. Neutral, so off
+    title_facts: int = Field(default=0, ge=0, le=10)
+    title_fact_chars: int = Field(default=250, ge=80)
     # a fact that restates the question or an open gap with an answer added claims that
     # answer, so its passage and the known facts must hold most of ALL its content words
     # (`leap_supported`), not only the ones it adds: the 1.5B wrote the question's words
@@ -558,28 +575,35 @@ class KAIR(Strategy):
         known = {flattened(f.text) for f in st.known}
         # the passages' titles by content words: "The Amri language" is the title "Amri language"
         titles = {t for h in hits if (t := query_terms(h.title))}
-        added, conflicts, unsupported, leaps = [], [], [], []
+        added, conflicts, unsupported, leaps, pointed = [], [], [], [], []
         claims = [question, *gaps_then] if self.config.leap_check else []
         for f in update.facts:
             if not 1 <= f.passage <= len(hits) or not f.text.strip():
                 continue
-            hit = hits[f.passage - 1]
+            hit, text = hits[f.passage - 1], f.text
+            if f.status != "conflict" and len(pointed) < self.config.title_facts and (titled := self._titled(text, hits)):
+                # a title: the passage's own words stand for it
+                hit = titled
+                text = excerpt(hit.text, " ".join([question, *gaps_then]), self.config.title_fact_chars)
+                pointed.append(text)
             page = f"{hit.title} {hit.text}"
             if f.status == "conflict":
-                conflicts.append(f.text)
-            elif flattened(f.text) in known:
+                conflicts.append(text)
+            elif flattened(text) in known:
                 continue
-            elif self.config.support_check and (query_terms(f.text) in titles or not supported(f.text, page, question)):
-                unsupported.append(f.text)  # invented, a restated question, or only a passage's title
-            elif any(answers(f.text, g) for g in claims) and not leap_supported(f.text, page, " ".join(k.text for k in st.known)):
-                leaps.append(f.text)  # an answer put in the question's words, from a page that does not say it
+            elif self.config.support_check and text not in pointed and (query_terms(text) in titles or not supported(text, page, question)):
+                unsupported.append(text)  # invented, a restated question, or only a passage's title
+            elif any(answers(text, g) for g in claims) and not leap_supported(text, page, " ".join(k.text for k in st.known)):
+                leaps.append(text)  # an answer put in the question's words, from a page that does not say it
             else:
-                st.known.append(Fact(text=f.text.strip(), source=hit.chunk_id))
-                known.add(flattened(f.text))
-                added.append(f.text)
+                st.known.append(Fact(text=text.strip(), source=hit.chunk_id))
+                known.add(flattened(text))
+                added.append(text)
         named = {gaps_then[n - 1] for n in update.closed if 1 <= n <= len(gaps_then)}
         # `close_answered`: also the gaps a new fact restates with the answer added
-        answered = {g for g in gaps_then if any(answers(f, g) for f in added)} if self.config.close_answered else set()
+        # (not by a passage's words standing for its title: they restate the question because
+        # the search found the page by them, and answer nothing by themselves)
+        answered = {g for g in gaps_then if any(answers(f, g) for f in added if f not in pointed)} if self.config.close_answered else set()
         closed = named | answered if added else set()
         before = list(st.required)
         st.required = [g for g in st.required if g not in closed]
@@ -591,10 +615,16 @@ class KAIR(Strategy):
                     and repeated(gap, [*st.required, *closed]) is None):  # fmt: skip
                 st.required.append(gap)
         with step("knowledge_applied") as s:
-            s.outputs = {"added": added, "discarded_conflicts": conflicts, "discarded_unsupported": unsupported, "discarded_leaps": leaps,
+            s.outputs = {"added": added, "from_titles": [t for t in pointed if t in added], "discarded_conflicts": conflicts, "discarded_unsupported": unsupported, "discarded_leaps": leaps,
                          "closed": sorted(closed), "answered": sorted(answered - named), "kept_open": sorted(named - closed),
                          "required": list(st.required)}  # fmt: skip
         return bool(added) or st.required != before
+
+    @staticmethod
+    def _titled(text: str, hits: list[Hit]) -> Hit | None:
+        """The passage among `hits` whose title a fact only repeats (by content words), if any."""
+        terms = query_terms(text)
+        return next((h for h in hits if terms and query_terms(h.title) == terms), None)
 
     async def _refine(self, question: str, st: KnowledgeState, hits: list[Hit], i: int, known_before: int) -> bool:
         """Update C after a knowledge update: the filter role (the paper's contextual
