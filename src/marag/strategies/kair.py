@@ -41,9 +41,10 @@ Our additions (each off with `paper=true`, `kair_paper`): `support_check` (at le
 of what a fact adds to the question must be in the passage it cites, and a passage's
 title alone is not a fact), `title_facts` (off by default: a fact that is only a
 passage's title stands for that passage's own words, its first sentence and those
-nearest the question and the open gaps; they close no gap by restating it), `leap_check` (off by default; a fact that restates the
-question or a gap with an answer added must be backed as a whole, 60% of its content
-words, by its passage and the known facts), `close_answered` (a gap also closes when a new fact restates
+nearest the question and the open gaps; they close no gap by restating it),
+`leap_check` (off by default; a fact that restates the question or a gap with an answer
+added must be backed as a whole, 60% of its content words, by its passage and the known
+facts), `close_answered` (a gap also closes when a new fact restates
 it with the answer added, and does not reopen in the same update), `known_first` (the
 generator reads K before C), `drop_claims` (but not the facts that restate the question
 with an answer added, when C has passages), `memory` (a retrieval returns only passages
@@ -573,15 +574,19 @@ class KAIR(Strategy):
         supported fact: an update whose every fact was rejected (or already known) closes
         nothing."""
         known = {flattened(f.text) for f in st.known}
-        # the passages' titles by content words: "The Amri language" is the title "Amri language"
-        titles = {t for h in hits if (t := query_terms(h.title))}
+        # the passages by their titles' content words ("The Amri language" is the title
+        # "Amri language"); the first passage of a title when two share it
+        titles: dict[frozenset[str], Hit] = {}
+        for h in hits:
+            if t := query_terms(h.title):
+                titles.setdefault(t, h)
         added, conflicts, unsupported, leaps, pointed = [], [], [], [], []
         claims = [question, *gaps_then] if self.config.leap_check else []
         for f in update.facts:
             if not 1 <= f.passage <= len(hits) or not f.text.strip():
                 continue
             hit, text = hits[f.passage - 1], f.text
-            if f.status != "conflict" and len(pointed) < self.config.title_facts and (titled := self._titled(text, hits)):
+            if f.status != "conflict" and len(pointed) < self.config.title_facts and (titled := titles.get(query_terms(text))):
                 # a title: the passage's own words stand for it
                 hit = titled
                 text = excerpt(hit.text, " ".join([question, *gaps_then]), self.config.title_fact_chars)
@@ -619,12 +624,6 @@ class KAIR(Strategy):
                          "closed": sorted(closed), "answered": sorted(answered - named), "kept_open": sorted(named - closed),
                          "required": list(st.required)}  # fmt: skip
         return bool(added) or st.required != before
-
-    @staticmethod
-    def _titled(text: str, hits: list[Hit]) -> Hit | None:
-        """The passage among `hits` whose title a fact only repeats (by content words), if any."""
-        terms = query_terms(text)
-        return next((h for h in hits if terms and query_terms(h.title) == terms), None)
 
     async def _refine(self, question: str, st: KnowledgeState, hits: list[Hit], i: int, known_before: int) -> bool:
         """Update C after a knowledge update: the filter role (the paper's contextual
