@@ -210,12 +210,32 @@ def test_planner_rounds_split_select_route_judge_defend(index):
         Judgment=judgments,
         **ANSWERING,
     )
-    ans = run("ropmura", llm, index)
+    ans = run("ropmura", llm, index, {"answer_from": "records"})  # the paper's defender
     roles = [s.agent for s in ans.trace.steps if s.agent in ("splitter", "selector", "router", "judger", "defender")]
     assert roles == ["splitter", "selector", "router", "judger"] * 2 + ["defender"]
     defend = next(c for c in llm.calls if c.output_model.__name__ == "AnswerOutput" and "answers gathered" in c.messages[0]["content"])
     assert "- Which planets are gas giants? -> Jupiter" in defend.messages[-1]["content"]
     assert ans.usage["rounds"] == 2 and ans.answer == "Jupiter"
+
+
+@pytest.mark.parametrize("answer_from", ["sources", "both"])
+def test_the_defender_reads_the_pieces_of_agents_not_graded_unhelpful(index, answer_from):
+    llm = script(
+        SubQuestions=[{"questions": ["Which planets are gas giants?"]}, {"questions": ["Which gas giant is the largest?"]}],
+        Selection=lambda u: {"choice": 1, "question": u.split("Candidates:\n1. ", 1)[1].split("\n", 1)[0]},
+        Judgment=[{"justification": "not yet", "answerable": False}, {"justification": "enough", "answerable": True}],
+        **ANSWERING,
+    )
+    ans = run("ropmura", llm, index, {"answer_from": answer_from, "answer_passages": 3, "max_agents": 3})
+    defend = called(llm, "AnswerOutput")[-1]
+    titles = re.findall(r"^\[\d+\] (.+)$", defend.split("Documents:", 1)[1], re.M)
+    # the astronomy agent alone was graded reliable (the others did not know): its pieces
+    # only, its best piece of each round first, each chunk once, at most answer_passages
+    assert len(titles) == 3 and all(t.startswith("astronomy") for t in titles) and len(set(titles)) == 3
+    router_steps = [s for s in ans.trace.steps if s.agent == "knowledge_agent" and s.inputs.get("collection") == "astronomy" and "chunk_ids" in s.outputs]
+    firsts = [s.outputs["chunk_ids"][0] for s in router_steps]
+    assert [index.chunk(c).title for c in dict.fromkeys(firsts)] == titles[: len(set(firsts))]
+    assert ("Answered so far:" in defend) == (answer_from == "both") and ans.answer == "Jupiter"
 
 
 def test_round_limit(index):
@@ -291,7 +311,7 @@ def test_single_agent_rows_need_no_collections(tmp_path_factory, name):
 def test_paper_mode_turns_every_addition_off(index):
     cfg = RopMuraConfig(paper=True, max_agents=1, repeat_check=True)  # paper wins
     assert cfg.additions() == [] and all(getattr(cfg, k) == v for k, v in PAPER_SETTINGS.items())
-    assert RopMuraConfig().additions() == ["answer_type_check", "max_agents", "repeat_check"]
+    assert RopMuraConfig().additions() == ["answer_type_check", "max_agents", "repeat_check", "answer_from"]
     strat = make_strategy("ropmura_paper", ScriptedLLM(), index.retriever())
     assert isinstance(strat, RopMura) and strat.config.paper and (strat.config.pieces, strat.config.rerank_to) == (20, 5)
     # no cap on the invited owners: every owner of the top centroids is asked

@@ -20,7 +20,9 @@ response (reliable / conjecture / unhelpful) and answers from the reliable ones,
 from its own knowledge when none is. The analyses are packed into `responses_chars`.
 
 Planner (`planning="adaptive"`): rounds of splitter -> selector -> router -> judger, up
-to `max_rounds`, then the defender answers from the (sub-question, answer) records.
+to `max_rounds`, then the defender answers from the (sub-question, answer) records (the
+paper) or, by default, from the pieces the agents it did not grade unhelpful read
+(`answer_from`, ours: "sources", or "both" with the records).
 Variants, registered as strategies: `ropmura_route` and `ropmura_one_shot` (no planner:
 the original question routed once, the paper's single-hop row and its one-shot
 planning baseline), `ropmura_all_agents` (every agent invited) and
@@ -35,7 +37,8 @@ corpus; no collections needed).
 Our additions (each off with `paper=true`, `ropmura_paper`): `max_agents` (a cap on the
 invited owners; the paper invites every owner of the top centroids) and `repeat_check`
 (a sub-question that repeats an earlier one, by content words, is replaced by the first
-new candidate, and planning stops when the splitter has nothing new). Needed in
+new candidate, and planning stops when the splitter has nothing new) and `answer_from`
+(the defender reads passages, not only the router's answers). Needed in
 every mode, not additions: `doc_chars` and `responses_chars` (prompts must fit the
 model's context), the sampled linkage above `boundary_max_exact` chunks, each role's
 fallback.
@@ -54,6 +57,7 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 from pydantic import Field
 
+from marag.agents.answerer import Passage
 from marag.agents.documents import doc_from_hit, pack_texts
 from marag.agents.layout import clip
 from marag.agents.ropmura import (
@@ -86,7 +90,8 @@ Planning = Literal["adaptive", "none", "presplit", "greedy"]
 WHOLE_CORPUS = "(whole corpus)"  # the one knowledge agent of routing="single"
 
 # What `paper=True` sets: every addition of ours off (module docstring).
-PAPER_SETTINGS: dict[str, Any] = {**ANSWER_PAPER_SETTINGS, "max_agents": None, "repeat_check": False}
+PAPER_SETTINGS: dict[str, Any] = {**ANSWER_PAPER_SETTINGS, "max_agents": None, "repeat_check": False, "answer_from": "records"}
+GRADE_ORDER = {"reliable": 0, "conjecture": 1}  # whose pieces the defender reads first (unhelpful: none)
 
 
 class RopMuraConfig(PaperSwitch, AnsweringConfig):
@@ -107,6 +112,11 @@ class RopMuraConfig(PaperSwitch, AnsweringConfig):
     # -- our additions (module docstring) --
     max_agents: int | None = Field(default=5, ge=1, le=50)
     repeat_check: bool = True
+    # what the defender reads: the records (the paper), the pieces the agents graded
+    # reliable or conjecture read (`answer_passages` of them: each piece's rank within its
+    # agent first, then reliable before conjecture, then round and agent order), or both
+    answer_from: Literal["records", "sources", "both"] = "sources"
+    answer_passages: int = Field(default=4, ge=1, le=20)
     temperature: float = 0.0
     seed: int | None = None
 
@@ -116,6 +126,14 @@ class _Round:
         self.invited: list[str] = []
         self.reliable: list[str] = []
         self.sources: dict[str, Hit] = {}
+        self.ranked: list[tuple[tuple[int, int, int, int], Hit]] = []  # (rank, grade, round, agent), the piece
+
+    def passages(self, n: int) -> list[Hit]:
+        """The `n` pieces the defender reads (`answer_from`), each chunk once."""
+        seen: dict[str, Hit] = {}
+        for _, h in sorted(self.ranked, key=lambda x: x[0]):
+            seen.setdefault(h.chunk_id, h)
+        return list(seen.values())[:n]
 
 
 @STRATEGIES.register("ropmura")
@@ -193,8 +211,9 @@ class RopMura(Strategy):
         history = list(records or [])
         if cfg.raw_knowledge:
             passages = [f"{h.title}\n{doc_from_hit(h, cfg.doc_chars).text}" for _, hits in replies for h in hits]
-            for _, hits in replies:
+            for agent, (_, hits) in enumerate(replies):
                 rnd.sources.update((h.chunk_id, h) for h in hits)
+                rnd.ranked += [((rank, 0, len(history), agent), h) for rank, h in enumerate(hits)]
             out = await self._call(Router(cfg.style()), RouterInput(question=question, passages=passages, records=history))
             return out.answer
         responses = self._packed([r for r, _ in replies])
@@ -202,9 +221,10 @@ class RopMura(Strategy):
         with step("router.grades") as s:
             s.outputs = {r.agent: g for r, g in zip(responses, out.grades)}
         rnd.reliable += [r.agent for r, g in zip(responses, out.grades) if g == "reliable" and r.agent not in rnd.reliable]
-        for (_, hits), g in zip(replies, out.grades):
+        for agent, ((_, hits), g) in enumerate(zip(replies, out.grades)):
             if g != "unhelpful":
                 rnd.sources.update((h.chunk_id, h) for h in hits)
+                rnd.ranked += [((rank, GRADE_ORDER[g], len(history), agent), h) for rank, h in enumerate(hits)]
         return out.answer
 
     def _packed(self, responses: list[Response]) -> list[Response]:
@@ -243,12 +263,21 @@ class RopMura(Strategy):
         else:
             await getattr(self, f"_plan_{cfg.planning}")(question, records, rnd)
             with grace():
-                answer = (await self._call(Defender(cfg.style()), DefendInput(question=question, records=records))).answer
+                answer = (await self._call(Defender(cfg.style()), self._defend_input(question, records, rnd))).answer
         with step("budget") as s:
             s.outputs = {"rounds": len(records) or 1, "agents_invited": len(rnd.invited), "agents_reliable": len(rnd.reliable)}
             if cfg.routing != "single":  # one agent over the whole corpus owns no collection
                 s.outputs |= {"invited_collections": rnd.invited, "reliable_collections": rnd.reliable}
         return answer, list(rnd.sources.values())
+
+    def _defend_input(self, question: str, records: list[Record], rnd: _Round) -> DefendInput:
+        cfg = self.config
+        if cfg.answer_from == "records" or not rnd.ranked:
+            return DefendInput(question=question, records=records)
+        # the router's answers lose what the agents read: held out on HotpotQA (1.5B, split
+        # pool) half the answers missed a gold answer the sources held
+        passages = [Passage(title=h.title, text=doc_from_hit(h, cfg.doc_chars).text) for h in rnd.passages(cfg.answer_passages)]
+        return DefendInput(question=question, records=records if cfg.answer_from == "both" else [], passages=passages)
 
     async def _plan_adaptive(self, question: str, records: list[Record], rnd: _Round) -> None:
         for _ in range(self.config.max_rounds):

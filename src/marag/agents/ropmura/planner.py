@@ -14,9 +14,9 @@ from typing import Annotated
 
 from pydantic import BaseModel, Field, StringConstraints
 
-from marag.agents.answerer import AnswerOutput, AnswerStyle, StyledAnswer
+from marag.agents.answerer import AnswerOutput, AnswerStyle, Passage, StyledAnswer
 from marag.agents.base import Agent
-from marag.agents.layout import laid_out, numbered_lines
+from marag.agents.layout import laid_out, numbered_lines, numbered_passages
 from marag.agents.ropmura._shared import DONT_KNOW, PREAMBLE, Record, render_records
 from marag.errors import StructuredOutputError
 from marag.llm.base import Message
@@ -100,17 +100,29 @@ class Judger(Agent[JudgeInput, Judgment]):
 class DefendInput(BaseModel):
     question: str
     records: list[Record]
+    # the passages the records were answered from (`answer_from`, ours); none: the paper's
+    # defender, which reads the records alone
+    passages: list[Passage] = Field(default_factory=list)
 
 
 class Defender(StyledAnswer, Agent[DefendInput, AnswerOutput]):
+    """The final answer from the (sub-question, answer) records (the paper), from the
+    passages the reliable agents read, or from both. The passages come before the
+    records, as documents do in every other role."""
+
     name = "defender"
 
     def __init__(self, style: AnswerStyle | None = None):
         self._set_style(style)
 
     def messages(self, inp: DefendInput) -> list[Message]:
-        task = f"You write the final answer to the question from the answers gathered. {self.style.instruction}"
-        return laid_out(task + " Reply as JSON.", inp.question, [f"Answered so far:\n{render_records(inp.records)}"], f"Question: {inp.question}\nAnswer as JSON.", preamble=PREAMBLE)
+        if not inp.passages:
+            what, docs = "the answers gathered", None
+        else:
+            what, docs = "the passages found" + (" and the answers gathered" if inp.records else ""), numbered_passages(inp.passages)
+        state = [f"Answered so far:\n{render_records(inp.records)}"] if inp.records or not inp.passages else []
+        task = f"You write the final answer to the question from {what}. {self.style.instruction}"
+        return laid_out(task + " Reply as JSON.", inp.question, state, f"Question: {inp.question}\nAnswer as JSON.", documents=docs, preamble=PREAMBLE)
 
     def fallback(self, inp: DefendInput, error: StructuredOutputError) -> AnswerOutput:
         last = next((r.answer for r in reversed(inp.records)), DONT_KNOW)
