@@ -107,8 +107,8 @@ class DefendInput(BaseModel):
 
 class Defender(StyledAnswer, Agent[DefendInput, AnswerOutput]):
     """The final answer from the (sub-question, answer) records (the paper), from the
-    passages the reliable agents read, or from both. The passages come before the
-    records, as documents do in every other role."""
+    passages read by the agents the router did not grade unhelpful, or from both. The
+    passages come before the records, as documents do in every other role."""
 
     name = "defender"
 
