@@ -128,6 +128,11 @@ class _Round:
         self.sources: dict[str, Hit] = {}
         self.ranked: list[tuple[tuple[int, int, int, int], Hit]] = []  # (rank, grade, round, agent), the piece
 
+    def keep(self, hits: list[Hit], grade: int, round_no: int, agent: int) -> None:
+        """An agent's re-ranked pieces become sources, and candidates for the defender."""
+        self.sources.update((h.chunk_id, h) for h in hits)
+        self.ranked += [((rank, grade, round_no, agent), h) for rank, h in enumerate(hits)]
+
     def passages(self, n: int) -> list[Hit]:
         """The `n` pieces the defender reads (`answer_from`), each chunk once."""
         seen: dict[str, Hit] = {}
@@ -212,8 +217,7 @@ class RopMura(Strategy):
         if cfg.raw_knowledge:
             passages = [f"{h.title}\n{doc_from_hit(h, cfg.doc_chars).text}" for _, hits in replies for h in hits]
             for agent, (_, hits) in enumerate(replies):
-                rnd.sources.update((h.chunk_id, h) for h in hits)
-                rnd.ranked += [((rank, 0, len(history), agent), h) for rank, h in enumerate(hits)]
+                rnd.keep(hits, 0, len(history), agent)
             out = await self._call(Router(cfg.style()), RouterInput(question=question, passages=passages, records=history))
             return out.answer
         responses = self._packed([r for r, _ in replies])
@@ -223,8 +227,7 @@ class RopMura(Strategy):
         rnd.reliable += [r.agent for r, g in zip(responses, out.grades) if g == "reliable" and r.agent not in rnd.reliable]
         for agent, ((_, hits), g) in enumerate(zip(replies, out.grades)):
             if g != "unhelpful":
-                rnd.sources.update((h.chunk_id, h) for h in hits)
-                rnd.ranked += [((rank, GRADE_ORDER[g], len(history), agent), h) for rank, h in enumerate(hits)]
+                rnd.keep(hits, GRADE_ORDER[g], len(history), agent)
         return out.answer
 
     def _packed(self, responses: list[Response]) -> list[Response]:
