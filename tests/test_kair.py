@@ -413,7 +413,7 @@ def test_paper_mode_turns_every_addition_off(retriever):
     assert cfg.additions() == [] and all(getattr(cfg, k) == v for k, v in PAPER_SETTINGS.items())
     assert KAIRConfig().additions() == [
         "answer_type_check", "support_check", "close_answered", "known_first", "drop_claims", "memory", "gap_as_query", "agent_angles", "context", "update_chars",
-        "answer_excerpts", "answer_passages", "linked_docs",
+        "answer_excerpts", "answer_passages", "named_passages", "linked_docs",
     ]  # fmt: skip
     # the filter's reading counts as an addition only where the filter runs
     assert "filter_chars" in KAIRConfig(context="filter").additions()
@@ -631,7 +631,7 @@ def test_the_generator_reads_the_passages_of_c_the_question_and_the_known_facts_
     all of C in the order the facts were learned. The question alone would rank the
     Olympics page first; the known facts name the author, whose page then comes first.
     A retriever that cannot search a subset keeps C's first two; `None` (the paper)
-    reads all of C."""
+    reads all of C. (named_passages off: it ranks all of C, next test.)"""
     assert retriever.search(QUESTION, 1)[0].doc_id == "olympics"
     keep_all = lambda u: {"keep": list(numbered(u.split("Passages:\n", 1)[1]).values())}  # noqa: E731
 
@@ -642,11 +642,25 @@ def test_the_generator_reads_the_passages_of_c_the_question_and_the_known_facts_
             return retriever.search(query, k, offset)
 
     for source, n, shown in ((retriever, 2, ["holt", "salt-winter"]), (Plain(), 2, ["salt-winter", "holt"]), (retriever, None, ["salt-winter", "holt", "olympics", "herring"])):
-        ans = run("kair", llm(keep=keep_all), source, {"answer_passages": n})
+        ans = run("kair", llm(keep=keep_all), source, {"answer_passages": n, "named_passages": False})
         assert ans.usage["context"] == 4 and [s.doc_id for s in ans.sources] == shown, (source, n)
         nearest = steps(ans, "answer_passages")
         assert [s.outputs["chunk_ids"] for s in nearest] == ([[f"{d}#0" for d in shown]] if source is retriever and n else []), (source, n)
         assert ans.answer == "Brekke"  # what is known still comes first
+
+
+def test_named_passages_keeps_the_page_the_question_names_among_those_read(retriever):
+    """named_passages: the page whose title the question names ("Salt Winter") is read even
+    when the question and K rank it below `answer_passages`; the generator step records it
+    as kept by name. Off (the default), the ranking's first n alone."""
+    keep_all = lambda u: {"keep": list(numbered(u.split("Passages:\n", 1)[1]).values())}  # noqa: E731
+    for named, shown, by_name in ((False, ["holt"], []), (True, ["salt-winter"], ["salt-winter#0"])):
+        ans = run("kair", llm(keep=keep_all), retriever, {"answer_passages": 1, "named_passages": named})
+        assert [s.doc_id for s in ans.sources] == shown, named
+        assert steps(ans, "generator")[0].outputs["kept_by_name"] == by_name
+    ans = run("kair", llm(keep=keep_all), retriever, {"answer_passages": 2, "named_passages": True})
+    assert [s.doc_id for s in ans.sources] == ["holt", "salt-winter"]  # in the first 2 anyway: nothing kept by name
+    assert steps(ans, "generator")[0].outputs["kept_by_name"] == []
 
 
 def test_a_title_stands_for_its_passages_words_at_most_title_facts_an_update_and_closes_nothing(retriever):
