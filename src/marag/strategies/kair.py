@@ -259,7 +259,7 @@ class KAIRConfig(PaperSwitch, AnsweringConfig):
     # does not name. None: all of C, ordered as `ranked` (the paper)
     answer_passages: int | None = Field(default=5, ge=1, le=20)
     # ... among them always the passages of C whose title the question names and, for each,
-    # the best-ranked passage of C its text names by title (`subset.with_named`): in a fresh
+    # the best-ranked passage below the 5 that its text names by title (`subset.with_named`): in a fresh
     # run on tuning HotpotQA 51-80, 8 of 30 questions had a gold page in C that the ranking
     # left out of the 5 (7 of them wrong): "Hebron Academy", named on the page of the
     # Charles Andrews the question names, ranked below "T.M. Landry College Preparatory";
