@@ -132,7 +132,8 @@ def test_case_study_1_control_flow(retriever):
             }
         ],
     )
-    ans = run(MRAG(ScriptedLLM(fn=script), retriever, {"next_move": "model"}), q)  # the moves are the model's
+    # the paper's case study: the coordinator, not `finish_on_answer`, decides after the answer
+    ans = run(MRAG(ScriptedLLM(fn=script), retriever, {"next_move": "model", "finish_on_answer": False}), q)  # the moves are the model's
     t = ans.trace
     assert agents(t) == [
         "planner",
@@ -252,7 +253,7 @@ def test_repetition_guard_moves_the_fixed_sequence_on(retriever, plan_first):
         Move=lambda _: move("end"),
         AnswerOutput=lambda _: {"answer": "a desert"},
     )
-    cfg = {"max_agent_calls": 20, "progress_guard": False, "plan_first": plan_first}  # this guard alone
+    cfg = {"max_agent_calls": 20, "progress_guard": False, "plan_first": plan_first, "finish_on_answer": False}  # this guard alone
     ans = run(MRAG(ScriptedLLM(fn=script), retriever, cfg), "What is the Sahara?")
     r3, sequence = ["reasoner"] * 3, ["planner"] * plan_first + ["searcher", "answerer", "finisher"]
     assert agents(ans.trace) == [a for agent in sequence for a in r3 + [agent]]
@@ -309,7 +310,7 @@ def test_reviser_before_answerer_is_a_recorded_refusal(retriever):
         AnswerOutput=[{"answer": "Ada Lovelace, daughter of Lord Byron"}, {"answer": "Ada Lovelace"}],
     )
     ans = run(
-        MRAG(ScriptedLLM(fn=script), retriever, {"guards": False}), "Who is often called the first computer programmer?"
+        MRAG(ScriptedLLM(fn=script), retriever, {"guards": False, "finish_on_answer": False}), "Who is often called the first computer programmer?"
     )
     revisers = [s for s in ans.trace.steps if s.agent == "reviser"]
     assert revisers[0].status == "refused" and revisers[0].llm_calls == []
@@ -334,7 +335,7 @@ def test_with_guards_a_refused_turn_goes_to_the_fixed_sequence(retriever):
         Move=[move("end")],
         AnswerOutput=[{"answer": "Ada Lovelace, daughter of Lord Byron"}, {"answer": "Ada Lovelace"}],
     )
-    ans = run(MRAG(ScriptedLLM(fn=script), retriever), "Who is often called the first computer programmer?")
+    ans = run(MRAG(ScriptedLLM(fn=script), retriever, {"finish_on_answer": False}), "Who is often called the first computer programmer?")
     # refused reviser -> the sequence's next agent (the planner is skipped): searcher;
     # refused again (no response yet) -> answerer; then the reviser may run
     assert agents(ans.trace) == ["reviser", "searcher", "reviser", "answerer", "reviser", "finisher"]
@@ -355,6 +356,40 @@ def test_finisher_before_any_response_is_refused_and_routed(retriever):
     assert ans.answer == "Tux" and ans.sources[0].doc_id == "computing/linux-kernel.md"
 
 
+def test_after_an_answer_the_run_finishes_without_a_coordinator_turn(retriever):
+    # the hinted coordinator names the finisher after the answerer; by default
+    # (`finish_on_answer`) that turn is not asked for, and a report whose input only
+    # repeats the question does not repeat it
+    q = "Who is often called the first computer programmer?"
+
+    def script(log: list[str]) -> Script:
+        def decide(user: str) -> dict:
+            log.append(user)
+            return coord(re.search(r"usual next agent is: (\w+)", user).group(1), q)
+
+        return Script(
+            CoordinatorDecision=decide,
+            Plan=lambda _: {"steps": ["find the programmer"]},
+            Query=lambda _: {"query": "first computer programmer"},
+            Judgement=judge_titles("Ada Lovelace"),
+            Move=lambda _: move("end"),
+            AnswerOutput=lambda _: {"answer": "Ada Lovelace"},
+        )
+
+    on, off = [], []
+    ans = run(MRAG(ScriptedLLM(fn=script(on)), retriever), q)
+    assert agents(ans.trace) == ["planner", "searcher", "answerer", "finisher"] and ans.answer == "Ada Lovelace"
+    rule = [s for s in ans.trace.steps if s.agent == "guard"]
+    assert [(g.inputs["rule"], g.outputs["agent"]) for g in rule] == [("finish_on_answer", "finisher")]
+    assert len(on) == 3 and "planner: find the programmer" in on[-1] and f"planner({q})" not in on[-1]
+    ans_off = run(MRAG(ScriptedLLM(fn=script(off)), retriever, {"finish_on_answer": False}), q)
+    assert len(off) == 4 and agents(ans_off.trace) == agents(ans.trace) and ans_off.answer == ans.answer
+    assert off[:3] == on  # the same run up to the answer: the last turn is the one saved
+    paper = []
+    run(MRAG(ScriptedLLM(fn=script(paper)), retriever, {"guards": False, "finish_on_answer": False}), q)
+    assert f"planner({q})" in paper[-1]  # without the echo filter the input is reported as given
+
+
 def test_unusable_coordinator_output_falls_back_to_the_fixed_sequence(retriever):
     def script() -> Script:
         return Script(
@@ -366,7 +401,7 @@ def test_unusable_coordinator_output_falls_back_to_the_fixed_sequence(retriever)
             AnswerOutput=[{"answer": "Guido van Rossum"}],
         )
 
-    ans = run(MRAG(ScriptedLLM(fn=script()), retriever), "Who created the Python programming language?")
+    ans = run(MRAG(ScriptedLLM(fn=script()), retriever, {"finish_on_answer": False}), "Who created the Python programming language?")
     assert agents(ans.trace) == ["planner", "searcher", "answerer", "finisher"]
     coordinators = [s for s in ans.trace.steps if s.agent == "coordinator"]
     assert [s.status for s in coordinators] == ["fallback"] * 4
@@ -375,7 +410,7 @@ def test_unusable_coordinator_output_falls_back_to_the_fixed_sequence(retriever)
     assert ans.answer == "Guido van Rossum" and ans.usage["fallbacks"] == 4
     # without plan_first the sequence opens with the searcher: no plan is asked for
     first = script()
-    ans = run(MRAG(ScriptedLLM(fn=first), retriever, {"plan_first": False}), "Who created the Python programming language?")
+    ans = run(MRAG(ScriptedLLM(fn=first), retriever, {"plan_first": False, "finish_on_answer": False}), "Who created the Python programming language?")
     assert agents(ans.trace) == ["searcher", "answerer", "finisher"] and "Plan" not in first.calls
     assert ans.usage["fallbacks"] == 3
 
@@ -686,8 +721,9 @@ def test_paper_mode_leaves_no_addition_active(retriever):
     assert MRAGConfig().additions() == [
         "answer_type_check", "guards", "hints", "keep_top_ranked", "searcher_max_steps", "history_window", "report_chars", "doc_chars",
         "focused", "coordinator_input_chars", "late_answer", "answer_guidance", "memory", "progress_guard", "judge_pages", "max_searcher_runs",
-        "unlabelled_docs", "linked_docs", "next_move",
+        "unlabelled_docs", "linked_docs", "next_move", "finish_on_answer",
     ]  # fmt: skip
+    assert "finish_on_answer" not in MRAGConfig(routing="sequence").additions()  # only the coordinator's turn is saved
     assert "plan_first" in MRAGConfig(plan_first=False).additions()
     assert "grounded_relevance" in MRAGConfig(grounded_relevance=True).additions()
     assert "grounded_relevance" not in MRAGConfig(grounded_relevance=True, guards=False).additions()  # it narrows a guard
@@ -759,7 +795,9 @@ def test_what_the_reference_model_did_ends_within_budget_and_keeps_s_on_topic(re
     ran = [s.agent for s in ans.trace.steps if s.agent in AGENT_NAMES and s.status != "refused"]
     assert ran == ["searcher", "searcher", "answerer", "finisher"]  # the searcher's runs are capped
     refused = [s.outputs["routed_to"] for s in ans.trace.steps if s.status == "refused" and s.agent == "searcher"]
-    assert refused == ["answerer", "finisher"]  # to the answerer while S is new to it, then to the end
+    assert refused == ["answerer"]  # to the answerer while S is new to it
+    finished = [s for s in ans.trace.steps if s.agent == "guard" and s.inputs.get("rule") == "finish_on_answer"]
+    assert len(finished) == 1 and finished[0].outputs["agent"] == "finisher"  # then to the end, without a coordinator turn
     # off-topic documents were overruled, never kept: S shares words with the question
     pages = [p for s in ans.trace.steps if s.agent == "searcher" and s.status != "refused" for p in s.outputs["steps"]]
     overruled = [d for p in pages for d in p["docs"] if d["overruled"]]

@@ -199,7 +199,8 @@ def test_the_no_progress_guard_steers_after_identical_answers(retriever):
         )
 
     script = stubborn()
-    ans = asyncio.run(MRAG(ScriptedLLM(fn=script), retriever, {"max_noops": 2}).run(QUESTION))
+    # `finish_on_answer` off: the coordinator, not that rule, decides after an answer
+    ans = asyncio.run(MRAG(ScriptedLLM(fn=script), retriever, {"max_noops": 2, "finish_on_answer": False}).run(QUESTION))
     t = ans.trace
     # refused answerer (nothing searched) -> searcher; answer; the same answer twice -> steer
     assert agents(t) == ["answerer", "searcher", "answerer", "answerer", "answerer", "finisher"]
@@ -223,7 +224,7 @@ def test_the_guard_searches_the_bridge_before_answering_again(retriever):
         Move=lambda _: {"action": "end", "new_query": "", "reason": ""},
         AnswerOutput=lambda user: {"answer": "Brekke" if "Brekke" in user else "Maren Holt"},
     )
-    ans = asyncio.run(MRAG(ScriptedLLM(fn=script), retriever, {"max_noops": 2}).run(QUESTION))
+    ans = asyncio.run(MRAG(ScriptedLLM(fn=script), retriever, {"max_noops": 2, "finish_on_answer": False}).run(QUESTION))
     guards = [s.outputs for s in ans.trace.steps if s.agent == "guard"]
     assert guards[0] == {"agent": "searcher", "input": "Maren Holt wrote Salt Winter"}
     assert "holt" in [s.doc_id for s in ans.sources] and ans.answer == "Brekke"
