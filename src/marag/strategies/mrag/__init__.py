@@ -101,9 +101,9 @@ Our additions, to keep small models productive (each can be turned off):
 - the answerer on the question alone (`answer_guidance=False`): the coordinator's input
   to it, which a small model fills with a relevance judge's invented explanation, is not
   shown to it (the other agents still run on their input);
-- finish on an answer (`finish_on_answer`): once the answerer has written a response
-  from all of S, the run finishes without asking the coordinator, whose hinted turn
-  there names the finisher (a "guard" step records the rule);
+- finish on an answer (`finish_on_answer`): once the answerer has written a response,
+  the run finishes without asking the coordinator, whose hinted turn there names the
+  finisher (a "guard" step records the rule);
 - a late answer (`late_answer`): if the budget ends with no response, the answerer runs
   once on what was collected (outside the budget, `answered_after_budget` in the usage).
 The question's hard budget (`max_llm_calls`, 40 for mRAG, `max_tokens`, `deadline_s`,
@@ -739,10 +739,13 @@ class MRAG(Strategy):
         return "done"
 
 
+def _flat(text: str) -> str:
+    return " ".join(text.split()).strip(" .?!\"'").lower()
+
+
 def _same_text(a: str, b: str) -> bool:
     """The same words, ignoring case, spacing and the punctuation around them."""
-    flat = lambda t: " ".join(t.split()).strip(" .?!\"'").lower()  # noqa: E731
-    return bool(a.strip()) and flat(a) == flat(b)
+    return bool(a.strip()) and _flat(a) == _flat(b)
 
 
 MRAGPaper = register_variant(
