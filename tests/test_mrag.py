@@ -390,6 +390,37 @@ def test_after_an_answer_the_run_finishes_without_a_coordinator_turn(retriever):
     assert f"planner({q})" in paper[-1]  # without the echo filter the input is reported as given
 
 
+def test_the_searchers_report_names_what_it_found_by_title(retriever):
+    # the coordinator's "Documents found" line gives each document's fact; the report of
+    # the searcher's run in its history names them by title only (`report_titles`),
+    # where the paper's report repeats the judge's explanation of each
+    q = "Who is often called the first computer programmer?"
+
+    def script(log: list[str]) -> Script:
+        def decide(user: str) -> dict:
+            log.append(user)
+            return coord(re.search(r"usual next agent is: (\w+)", user).group(1), q)
+
+        return Script(
+            CoordinatorDecision=decide,
+            Plan=lambda _: {"steps": ["find the programmer"]},
+            Query=lambda _: {"query": "first computer programmer"},
+            Judgement=judge_titles("Ada Lovelace"),
+            Move=lambda _: move("end"),
+            AnswerOutput=lambda _: {"answer": "Ada Lovelace"},
+        )
+
+    titles, explained = [], []
+    ans = run(MRAG(ScriptedLLM(fn=script(titles)), retriever), q)
+    ans_paper = run(MRAG(ScriptedLLM(fn=script(explained)), retriever, {"report_titles": False}), q)
+    assert ans.answer == ans_paper.answer == "Ada Lovelace" and agents(ans.trace) == agents(ans_paper.trace)
+    report = re.search(r"searcher[^\n]*: found ([^\n]*)", titles[-1]).group(1)
+    assert report.startswith("[Ada Lovelace]") and "about it" not in report
+    assert "found [Ada Lovelace] Ada Lovelace is about it" in explained[-1]
+    assert len(titles[-1]) < len(explained[-1])
+    assert "report_titles" not in MRAGConfig(routing="sequence").additions()  # only the coordinator reads it
+
+
 def test_unusable_coordinator_output_falls_back_to_the_fixed_sequence(retriever):
     def script() -> Script:
         return Script(
@@ -721,7 +752,7 @@ def test_paper_mode_leaves_no_addition_active(retriever):
     assert MRAGConfig().additions() == [
         "answer_type_check", "guards", "hints", "keep_top_ranked", "searcher_max_steps", "history_window", "report_chars", "doc_chars",
         "focused", "coordinator_input_chars", "late_answer", "answer_guidance", "memory", "progress_guard", "judge_pages", "max_searcher_runs",
-        "unlabelled_docs", "linked_docs", "next_move", "finish_on_answer",
+        "unlabelled_docs", "linked_docs", "next_move", "finish_on_answer", "report_titles",
     ]  # fmt: skip
     assert "finish_on_answer" not in MRAGConfig(routing="sequence").additions()  # only the coordinator's turn is saved
     assert "plan_first" in MRAGConfig(plan_first=False).additions()

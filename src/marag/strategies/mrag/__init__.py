@@ -104,6 +104,9 @@ Our additions, to keep small models productive (each can be turned off):
 - finish on an answer (`finish_on_answer`): once the answerer has written a response,
   the run finishes without asking the coordinator, whose hinted turn there names the
   finisher (a "guard" step records the rule);
+- the searcher's report by title (`report_titles`): the coordinator's history names the
+  documents a searcher run found by title only (its "Documents found" line gives each
+  one's fact), not with the relevance judge's explanation of each;
 - a late answer (`late_answer`): if the budget ends with no response, the answerer runs
   once on what was collected (outside the budget, `answered_after_budget` in the usage).
 The question's hard budget (`max_llm_calls`, 40 for mRAG, `max_tokens`, `deadline_s`,
@@ -187,6 +190,7 @@ PAPER_SETTINGS: dict[str, Any] = {
     "next_move": "model",
     "plan_first": True,
     "finish_on_answer": False,
+    "report_titles": False,
 }
 
 
@@ -194,7 +198,7 @@ class MRAGConfig(PaperSwitch, AnsweringConfig):
     paper_settings: ClassVar[dict[str, Any]] = PAPER_SETTINGS
     # what only the coordinator reads
     acts_only_with: ClassVar[dict[str, tuple[str, Any]]] = {
-        **{k: ("routing", "coordinator") for k in ("hints", "history_window", "report_chars", "coordinator_input_chars", "finish_on_answer")},
+        **{k: ("routing", "coordinator") for k in ("hints", "history_window", "report_chars", "coordinator_input_chars", "finish_on_answer", "report_titles")},
         "grounded_relevance": ("guards", True),  # it narrows the anchored relevance guard
     }
     # the question's hard cap on model calls (every strategy has one): mRAG's own budgets
@@ -331,6 +335,13 @@ class MRAGConfig(PaperSwitch, AnsweringConfig):
     # run replayed with it: the same 30 answers, 9 -> 8 calls (median). Off, the
     # coordinator may still send a response to the validator or the reviser
     finish_on_answer: bool = True
+    # the searcher's report in the coordinator's history names the documents it found
+    # by title only (ours), not with the relevance judge's explanation of each (the
+    # paper's report): the coordinator's prompt lists every document of S with the fact
+    # it gives on its own line ("Documents found"), so the explanations said it twice,
+    # and a small model's judge explains distractors with claims of its own ("Yes,
+    # Sathish Kalathil is a film director." for a page on The Prestige)
+    report_titles: bool = True
     # -- needed in every mode: prompts must fit the model's context --
     context_chars: int | None = Field(default=6000, ge=200)  # all of S, packed (None: no limit)
     # each document of S as the agents that read S see it (answerer, summarizer, reasoner,
@@ -655,7 +666,10 @@ class MRAG(Strategy):
         also = f"; linked: {'; '.join(f'[{h.title or h.chunk_id}]' for h in linked)}" if linked else ""
         if not out.relevant:
             return f"no relevant documents for {'; '.join(out.queries)}{also}"
-        return "found " + "; ".join(f"[{j.title or j.chunk_id}] {j.explanation}" for j in out.relevant) + also
+        found = [f"[{j.title or j.chunk_id}]" for j in out.relevant]
+        if not cfg.report_titles:  # the paper's report: what each document gives, in the judge's words
+            found = [f"{name} {j.explanation}" for name, j in zip(found, out.relevant)]
+        return "found " + "; ".join(found) + also
 
     async def _linked(self, st: State, query: str) -> list[Hit]:
         """`linked_docs`: documents not read yet that the question or a document of S
