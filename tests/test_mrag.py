@@ -356,37 +356,41 @@ def test_finisher_before_any_response_is_refused_and_routed(retriever):
     assert ans.answer == "Tux" and ans.sources[0].doc_id == "computing/linux-kernel.md"
 
 
+def hinted(log: list[str], q: str) -> Script:
+    """A run where the coordinator names the agent its prompt hints at (its prompts
+    collected in `log`), the searcher finds Ada Lovelace and the answerer names her."""
+
+    def decide(user: str) -> dict:
+        log.append(user)
+        return coord(re.search(r"usual next agent is: (\w+)", user).group(1), q)
+
+    return Script(
+        CoordinatorDecision=decide,
+        Plan=lambda _: {"steps": ["find the programmer"]},
+        Query=lambda _: {"query": "first computer programmer"},
+        Judgement=judge_titles("Ada Lovelace"),
+        Move=lambda _: move("end"),
+        AnswerOutput=lambda _: {"answer": "Ada Lovelace"},
+    )
+
+
 def test_after_an_answer_the_run_finishes_without_a_coordinator_turn(retriever):
     # the hinted coordinator names the finisher after the answerer; by default
     # (`finish_on_answer`) that turn is not asked for, and a report whose input only
     # repeats the question does not repeat it
     q = "Who is often called the first computer programmer?"
 
-    def script(log: list[str]) -> Script:
-        def decide(user: str) -> dict:
-            log.append(user)
-            return coord(re.search(r"usual next agent is: (\w+)", user).group(1), q)
-
-        return Script(
-            CoordinatorDecision=decide,
-            Plan=lambda _: {"steps": ["find the programmer"]},
-            Query=lambda _: {"query": "first computer programmer"},
-            Judgement=judge_titles("Ada Lovelace"),
-            Move=lambda _: move("end"),
-            AnswerOutput=lambda _: {"answer": "Ada Lovelace"},
-        )
-
     on, off = [], []
-    ans = run(MRAG(ScriptedLLM(fn=script(on)), retriever), q)
+    ans = run(MRAG(ScriptedLLM(fn=hinted(on, q)), retriever), q)
     assert agents(ans.trace) == ["planner", "searcher", "answerer", "finisher"] and ans.answer == "Ada Lovelace"
     rule = [s for s in ans.trace.steps if s.agent == "guard"]
     assert [(g.inputs["rule"], g.outputs["agent"]) for g in rule] == [("finish_on_answer", "finisher")]
     assert len(on) == 3 and "planner: find the programmer" in on[-1] and f"planner({q})" not in on[-1]
-    ans_off = run(MRAG(ScriptedLLM(fn=script(off)), retriever, {"finish_on_answer": False}), q)
+    ans_off = run(MRAG(ScriptedLLM(fn=hinted(off, q)), retriever, {"finish_on_answer": False}), q)
     assert len(off) == 4 and agents(ans_off.trace) == agents(ans.trace) and ans_off.answer == ans.answer
     assert off[:3] == on  # the same run up to the answer: the last turn is the one saved
     paper = []
-    run(MRAG(ScriptedLLM(fn=script(paper)), retriever, {"guards": False, "finish_on_answer": False}), q)
+    run(MRAG(ScriptedLLM(fn=hinted(paper, q)), retriever, {"guards": False, "finish_on_answer": False}), q)
     assert f"planner({q})" in paper[-1]  # without the echo filter the input is reported as given
 
 
@@ -396,23 +400,9 @@ def test_the_searchers_report_names_what_it_found_by_title(retriever):
     # where the paper's report repeats the judge's explanation of each
     q = "Who is often called the first computer programmer?"
 
-    def script(log: list[str]) -> Script:
-        def decide(user: str) -> dict:
-            log.append(user)
-            return coord(re.search(r"usual next agent is: (\w+)", user).group(1), q)
-
-        return Script(
-            CoordinatorDecision=decide,
-            Plan=lambda _: {"steps": ["find the programmer"]},
-            Query=lambda _: {"query": "first computer programmer"},
-            Judgement=judge_titles("Ada Lovelace"),
-            Move=lambda _: move("end"),
-            AnswerOutput=lambda _: {"answer": "Ada Lovelace"},
-        )
-
     titles, explained = [], []
-    ans = run(MRAG(ScriptedLLM(fn=script(titles)), retriever), q)
-    ans_paper = run(MRAG(ScriptedLLM(fn=script(explained)), retriever, {"report_titles": False}), q)
+    ans = run(MRAG(ScriptedLLM(fn=hinted(titles, q)), retriever), q)
+    ans_paper = run(MRAG(ScriptedLLM(fn=hinted(explained, q)), retriever, {"report_titles": False}), q)
     assert ans.answer == ans_paper.answer == "Ada Lovelace" and agents(ans.trace) == agents(ans_paper.trace)
     report = re.search(r"searcher[^\n]*: found ([^\n]*)", titles[-1]).group(1)
     assert report.startswith("[Ada Lovelace]") and "about it" not in report
