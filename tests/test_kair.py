@@ -81,8 +81,10 @@ def run(name, model, retriever, config=None):
     """One run over the planted corpus. The cycle's mechanics are tested over two cycles,
     so the link lookup (which would fetch Maren Holt's page in the first) is off unless
     a test turns it on; C is refined by the paper's filter role (a call) unless a test
-    asks for the default, `context="cited"` (no call)."""
-    return asyncio.run(make_strategy(name, model, retriever, {"linked_docs": 0, "context": "filter", **(config or {})}).run(QUESTION))
+    asks for the default, `context="cited"` (no call); the first query is the planner's
+    unless a test asks for the default, `question_first` (the question itself)."""
+    defaults = {"linked_docs": 0, "context": "filter", "question_first": False}
+    return asyncio.run(make_strategy(name, model, retriever, {**defaults, **(config or {})}).run(QUESTION))
 
 
 def steps(ans, agent):
@@ -413,7 +415,7 @@ def test_paper_mode_turns_every_addition_off(retriever):
     assert cfg.additions() == [] and all(getattr(cfg, k) == v for k, v in PAPER_SETTINGS.items())
     assert KAIRConfig().additions() == [
         "answer_type_check", "support_check", "close_answered", "known_first", "drop_claims", "memory", "gap_as_query", "agent_angles", "context", "update_chars",
-        "answer_excerpts", "answer_passages", "named_passages", "linked_docs",
+        "answer_excerpts", "answer_passages", "named_passages", "linked_docs", "question_first",
     ]  # fmt: skip
     # the filter's reading counts as an addition only where the filter runs
     assert "filter_chars" in KAIRConfig(context="filter").additions()
@@ -686,3 +688,24 @@ def test_a_title_stands_for_its_passages_words_at_most_title_facts_an_update_and
         assert answers(st.known[0].text, question) if expected else True  # it restates the question ...
         assert st.required == [question]  # ... and leaves it open
         assert [f.source for f in st.known] == [h.chunk_id for h in hits][:expected]
+
+
+def test_the_first_search_is_the_question_with_no_planner_call(retriever):
+    """`question_first` (the default): the first cycle searches the whole question (what a
+    retrieve-then-read baseline searches) without asking the planner; the planner writes
+    the queries of the later cycles. Off (and in the paper's mode) it writes the first."""
+    planned: list[str] = []
+
+    def plan(user):
+        planned.append(user)
+        return planner(user)
+
+    ans = run("kair", llm(plan=plan), retriever, {"question_first": True, "max_steps": 6})
+    assert [s.inputs["query"] for s in steps(ans, "search")] == [QUESTION, "Maren Holt grew up"]
+    assert steps(ans, "query_choice")[0].outputs == {"rejected": [], "chosen": QUESTION, "rule": "question_first"}
+    assert len(planned) == 1 and "Salt Winter was written by Maren Holt" in planned[0]  # only the second cycle's
+    assert ans.answer == "Brekke"
+    planned.clear()
+    off = run("kair", llm(plan=plan), retriever, {"max_steps": 6})
+    assert [s.inputs["query"] for s in steps(off, "search")][0] == "Salt Winter author" and len(planned) == 2
+    assert KAIRConfig(paper=True).question_first is False

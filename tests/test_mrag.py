@@ -133,7 +133,7 @@ def test_case_study_1_control_flow(retriever):
         ],
     )
     # the paper's case study: the coordinator, not `finish_on_answer`, decides after the answer
-    ans = run(MRAG(ScriptedLLM(fn=script), retriever, {"next_move": "model", "finish_on_answer": False}), q)  # the moves are the model's
+    ans = run(MRAG(ScriptedLLM(fn=script), retriever, {"next_move": "model", "finish_on_answer": False, "question_first": False}), q)  # the moves are the model's
     t = ans.trace
     assert agents(t) == [
         "planner",
@@ -203,7 +203,7 @@ def test_case_study_2_searcher_changes_an_unproductive_query(retriever):
         AnswerOutput=[{"answer": "Karl von Frisch"}],
     )
     # the paper's searcher: judged by the model alone, any query goes
-    ans = run(MRAG(ScriptedLLM(fn=script), retriever, {"keep_top_ranked": 0, "guards": False, "searcher_max_steps": 6, "next_move": "model"}), q)
+    ans = run(MRAG(ScriptedLLM(fn=script), retriever, {"keep_top_ranked": 0, "guards": False, "searcher_max_steps": 6, "next_move": "model", "question_first": False}), q)
     searcher = next(s for s in ans.trace.steps if s.agent == "searcher")
     pages = searcher.outputs["steps"]
     assert [(p["query"], p["offset"]) for p in pages] == [
@@ -422,7 +422,7 @@ def test_unusable_coordinator_output_falls_back_to_the_fixed_sequence(retriever)
             AnswerOutput=[{"answer": "Guido van Rossum"}],
         )
 
-    ans = run(MRAG(ScriptedLLM(fn=script()), retriever, {"finish_on_answer": False}), "Who created the Python programming language?")
+    ans = run(MRAG(ScriptedLLM(fn=script()), retriever, {"finish_on_answer": False, "question_first": False}), "Who created the Python programming language?")
     assert agents(ans.trace) == ["planner", "searcher", "answerer", "finisher"]
     coordinators = [s for s in ans.trace.steps if s.agent == "coordinator"]
     assert [s.status for s in coordinators] == ["fallback"] * 4
@@ -431,7 +431,7 @@ def test_unusable_coordinator_output_falls_back_to_the_fixed_sequence(retriever)
     assert ans.answer == "Guido van Rossum" and ans.usage["fallbacks"] == 4
     # without plan_first the sequence opens with the searcher: no plan is asked for
     first = script()
-    ans = run(MRAG(ScriptedLLM(fn=first), retriever, {"plan_first": False, "finish_on_answer": False}), "Who created the Python programming language?")
+    ans = run(MRAG(ScriptedLLM(fn=first), retriever, {"plan_first": False, "finish_on_answer": False, "question_first": False}), "Who created the Python programming language?")
     assert agents(ans.trace) == ["searcher", "answerer", "finisher"] and "Plan" not in first.calls
     assert ans.usage["fallbacks"] == 3
 
@@ -624,7 +624,7 @@ def test_coordinator_input_echoes_are_dropped_and_hints_are_optional(retriever):
         Move=[move("end")],
         AnswerOutput=[{"answer": "a desert"}],
     )
-    ans = run(MRAG(ScriptedLLM(fn=script), retriever), "What is the Sahara?")
+    ans = run(MRAG(ScriptedLLM(fn=script), retriever, {"question_first": False}), "What is the Sahara?")
     assert next(s for s in ans.trace.steps if s.agent == "searcher").inputs["aspects"] == ""
 
 
@@ -660,7 +660,7 @@ def test_a_second_hop_document_found_late_reaches_the_answerer(retriever, rank_d
 
     llm = ScriptedLLM(fn=script())
     # three pages for the first query, so that five documents come before Python's
-    cfg = MRAGConfig(rank_docs=rank_docs, searcher_max_steps=3)
+    cfg = MRAGConfig(rank_docs=rank_docs, searcher_max_steps=3, question_first=False)
     ans = run(MRAG(llm, retriever, cfg), "Where did the creator of Python begin working on it?")
     ids = [s.chunk_id for s in ans.sources]
     assert python in ids and len(ids) >= 6 and (ids.index(python) == 0) is rank_docs
@@ -681,14 +681,14 @@ def test_a_second_hop_document_found_late_reaches_the_answerer(retriever, rank_d
             def search(self, query, k=10, offset=0):
                 return retriever.search(query, k, offset)
 
-        plain = run(MRAG(ScriptedLLM(fn=script()), Plain(), MRAGConfig(rank_docs=True)), "Where did the creator of Python begin working on it?")
+        plain = run(MRAG(ScriptedLLM(fn=script()), Plain(), MRAGConfig(rank_docs=True, question_first=False)), "Where did the creator of Python begin working on it?")
         assert [s.chunk_id for s in plain.sources].index(python) > 0
         assert "documents_ranked" not in [s.agent for s in plain.trace.steps]
     # by default no document carries the query that found it (a guessed answer written
     # into a query would read as evidence); `unlabelled_docs=false` (and the paper's mode) shows it
     assert "found for:" not in answer_prompt and "Python programming language creator" not in answer_prompt
     labelled = ScriptedLLM(fn=script())
-    run(MRAG(labelled, retriever, MRAGConfig(unlabelled_docs=False)), "Where did the creator of Python begin working on it?")
+    run(MRAG(labelled, retriever, MRAGConfig(unlabelled_docs=False, question_first=False)), "Where did the creator of Python begin working on it?")
     labelled_prompt = next(c for c in labelled.calls if c.output_model.__name__ == "AnswerOutput").messages[-1]["content"]
     assert "(found for: Python programming language creator)" in labelled_prompt
 
@@ -710,7 +710,7 @@ def test_a_document_named_in_s_joins_it_after_a_search(tmp_path):
             AnswerOutput=lambda user: {"answer": "Brekke" if "Brekke" in user else "unknown"},
         )
 
-    config = {"docs_per_step": 1, "searcher_max_steps": 1, "keep_top_ranked": 1}
+    config = {"docs_per_step": 1, "searcher_max_steps": 1, "keep_top_ranked": 1, "question_first": False}
     ans = run(MRAG(ScriptedLLM(fn=script()), twohop, MRAGConfig(**config)), QUESTION)
     linked = next(s for s in ans.trace.steps if s.agent == "linked_docs")
     assert linked.outputs["chunk_ids"] == ["holt#0"] and linked.inputs["query"] == "Salt Winter novel"
@@ -742,7 +742,7 @@ def test_paper_mode_leaves_no_addition_active(retriever):
     assert MRAGConfig().additions() == [
         "answer_type_check", "guards", "hints", "keep_top_ranked", "searcher_max_steps", "history_window", "report_chars", "doc_chars",
         "focused", "coordinator_input_chars", "late_answer", "answer_guidance", "memory", "progress_guard", "judge_pages", "max_searcher_runs",
-        "unlabelled_docs", "linked_docs", "next_move", "finish_on_answer", "report_titles",
+        "unlabelled_docs", "linked_docs", "next_move", "finish_on_answer", "report_titles", "question_first",
     ]  # fmt: skip
     assert "finish_on_answer" not in MRAGConfig(routing="sequence").additions()  # only the coordinator's turn is saved
     assert "plan_first" in MRAGConfig(plan_first=False).additions()
@@ -942,7 +942,7 @@ def test_the_answerer_reads_what_vanilla_rag_reads_whole_and_nearest_the_questio
         AnswerOutput=lambda _: {"answer": "Ada Lovelace"},
     )
     llm = ScriptedLLM(fn=script)
-    ans = run(MRAG(llm, retriever), q)
+    ans = run(MRAG(llm, retriever, {"question_first": False}), q)
     vanilla = retriever.search(q, 2)
     assert len(ans.sources) > 2 and [s.chunk_id for s in ans.sources[:2]] == [h.chunk_id for h in vanilla]
     prompt = next(c for c in llm.calls if c.output_model.__name__ == "AnswerOutput").messages[-1]["content"]
@@ -961,7 +961,7 @@ def _destroyer_run(retriever, config: dict, search_for: str, answerer_input: str
     the answerer's messages."""
     script = Script(
         CoordinatorDecision=[coord("searcher", search_for), coord("answerer", answerer_input), coord("finisher")],
-        Query=[{"query": search_for}],
+        Query=lambda _: {"query": search_for},
         Judgement=judge_titles("Grace Hopper"),
         Move=lambda _: move("end"),
         AnswerOutput=lambda _: {"answer": "USS Hopper"},
@@ -1017,7 +1017,7 @@ def test_by_rule_the_searcher_reads_on_while_pages_add_documents_with_no_move_ca
         AnswerOutput=[{"answer": "Ada Lovelace"}],
     )
     # three pages, so that the page after the dry one can be shown
-    cfg = {"next_move": next_move, "keep_top_ranked": 0, "linked_docs": 0, "searcher_max_steps": 3}
+    cfg = {"next_move": next_move, "keep_top_ranked": 0, "linked_docs": 0, "searcher_max_steps": 3, "question_first": False}
     ans = run(MRAG(ScriptedLLM(fn=script), retriever, cfg), q)
     pages = next(s for s in ans.trace.steps if s.agent == "searcher").outputs["steps"]
     first = [("first computer programmer", 0, "continue")]
@@ -1058,7 +1058,7 @@ def test_hop_moves_to_a_query_for_the_entity_the_first_page_gives(retriever):
             AnswerOutput=[{"answer": "Charles Babbage"}],
         )
         llm = ScriptedLLM(fn=script)
-        ans = run(MRAG(llm, retriever, {"next_move": "hop", "keep_top_ranked": 0, "linked_docs": 0, "doc_chars": None}), q)
+        ans = run(MRAG(llm, retriever, {"next_move": "hop", "keep_top_ranked": 0, "linked_docs": 0, "doc_chars": None, "question_first": False}), q)
         pages = next(s for s in ans.trace.steps if s.agent == "searcher").outputs["steps"]
         hop_call = next(c for c in llm.calls if c.output_model.__name__ == "Hop")
         assert "Documents found:\n[1] Ada Lovelace" in hop_call.messages[-1]["content"]
@@ -1081,3 +1081,34 @@ def test_hop_moves_to_a_query_for_the_entity_the_first_page_gives(retriever):
         )
         run(MRAG(ScriptedLLM(fn=script), retriever, cfg), q)
         assert "Hop" not in script.calls, cfg
+
+
+def test_the_first_search_is_the_question_and_the_query_writers_follows(retriever):
+    """`question_first` (the default): the question's first searcher run reads the
+    question's own first page (what a retrieve-then-read baseline reads; the rank floor
+    keeps its top hits), then the query writer's query; a later searcher run opens with
+    the writer's query. Off (and in the paper's mode), the writer's query comes first."""
+    q = "Who is often called the first computer programmer?"
+
+    def script() -> Script:
+        return Script(
+            CoordinatorDecision=[coord("searcher", q), coord("searcher", "her notes"), coord("answerer"), coord("finisher")],
+            Query=[{"query": "first programmer Analytical Engine"}, {"query": "Lovelace notes Babbage"}],
+            Judgement=judge_titles("Ada Lovelace"),
+            AnswerOutput=lambda _: {"answer": "Ada Lovelace"},
+        )
+
+    first = script()
+    ans = run(MRAG(ScriptedLLM(fn=first), retriever, {"linked_docs": 0}), q)
+    runs = [[(p["query"], p["action"]) for p in s.outputs["steps"]] for s in ans.trace.steps if s.agent == "searcher"]
+    assert runs[0] == [(q, "change"), ("first programmer Analytical Engine", "end")]
+    assert next(s for s in ans.trace.steps if s.agent == "searcher").outputs["steps"][0]["reason"] == (
+        "rule: the query writer's query, after the question's page"
+    )
+    assert runs[1][0][0] == "Lovelace notes Babbage" and first.calls["Query"] == 2  # one writer call a run
+    top = [h.chunk_id for h in retriever.search(q, 2)]
+    assert [s.chunk_id for s in ans.sources][:2] == top  # the question's top two, kept by the rank floor
+    off = run(MRAG(ScriptedLLM(fn=script()), retriever, {"linked_docs": 0, "question_first": False}), q)
+    pages = next(s for s in off.trace.steps if s.agent == "searcher").outputs["steps"]
+    assert pages[0]["query"] == "first programmer Analytical Engine"
+    assert MRAGConfig(paper=True).question_first is False

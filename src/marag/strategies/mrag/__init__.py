@@ -75,6 +75,11 @@ Our additions, to keep small models productive (each can be turned off):
   page that added nothing, the question itself (if no query of the question was close to
   it; else the newest fact no query used, else the run ends); no next-move call (the
   paper: a model call offering continue, change the query, or end; `next_move="model"`);
+- the question first (`question_first`): the question's first searcher run reads the
+  question's own first page (what a retrieve-then-read baseline reads, so the rank floor
+  keeps its top hits), then, by rule, the query writer's query (the paper: the query
+  writer's query first). The 1.5B query writer dropped the question's names or added a
+  guess, and the rank floor then kept that query's hits instead;
 - a focused judge (`focused`): it reads each document's first sentence and the
   sentences nearest the query, within `doc_chars` (the paper: the whole document);
 - unlabelled documents (`unlabelled_docs`): the agents that read S see each document
@@ -191,6 +196,7 @@ PAPER_SETTINGS: dict[str, Any] = {
     "plan_first": True,
     "finish_on_answer": False,
     "report_titles": False,
+    "question_first": False,
 }
 
 
@@ -274,6 +280,13 @@ class MRAGConfig(PaperSwitch, AnsweringConfig):
     # often toward an entity of a distractor the judge had called relevant ("Utah" for an
     # Indiana school); +1 call and ~200 evaluated tokens a question
     next_move: Literal["model", "rule", "hop"] = "rule"
+    # the question's first searcher run opens with the question itself, the query
+    # writer's query second (ours; the paper: the query writer's query first). The 1.5B
+    # query writer drops the question's names or adds a guess ("painter known for his
+    # precisionist depictions of nature" for a question on the Brisbane Institute), and
+    # the rank floor then keeps that query's top hits, not the ones a retrieve-then-read
+    # baseline reads
+    question_first: bool = True
     # S shown without "(found for: <query>)" beside each document. Labelled before (and
     # in the paper's mode, which keeps the earlier behaviour): the 1.5B query writer put
     # the answer it expected into queries ("... an NFL team based in Texas"), and the
@@ -648,6 +661,7 @@ class MRAG(Strategy):
             judge_pages=cfg.judge_pages,
             model_moves=cfg.next_move == "model",
             hop_query=cfg.next_move == "hop",
+            question_first=cfg.question_first,
         )
         # what is known: the facts the documents in S gave (notes stay out: a small model
         # copies them into its query); it goes into the query writer's prompt, never

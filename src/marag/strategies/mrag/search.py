@@ -20,7 +20,9 @@ model offered one, else to end), an empty page ends that query the same way, wit
 ends it at once. Our guards, each off in the paper's mode: `stop_dry_paging` (a page
 that added nothing ends paging of that query), `model_moves=False` (no next-move call:
 `rule_move` reads on while pages add relevant documents, then searches the question),
-`on_topic_queries` and the rank floor
+`on_topic_queries`, `question_first` (the question's first searcher run opens with the
+question itself; with `model_moves=False` the query writer's query follows its first
+page) and the rank floor
 `keep_top_ranked` (the top hits of the run's first query stay in what it returns,
 marked `by_rank`, whatever the judge said: the retriever's top hits are what a
 retrieve-then-read baseline reads, and small judges miss gold documents. Measured on
@@ -97,6 +99,10 @@ class SearchLimits(BaseModel):
     # with `model_moves=False`: the move after the first page is a query for the entity
     # that page's relevant documents give (`Searcher._hop`, ours), when there is one
     hop_query: bool = False
+    # the first searcher run of a question opens with the question itself (what a
+    # retrieve-then-read baseline searches, so the rank floor keeps its top hits), and the
+    # query writer's query runs second, after that first page (ours; `Searcher.__call__`)
+    question_first: bool = False
 
 
 class Judged(BaseModel):
@@ -197,7 +203,15 @@ class Searcher:
                         r.status, r.outputs = "refused", {"rejected": q, "repeats": dup[0]}
                 return dup is not None
 
-            query = await self._first_query(llm, inp, memory, limits, usable, repeats, temperature, seed)
+            # `question_first`: only the question's first searcher run opens with the question
+            # (a later run's question query would repeat it); the query writer's turn comes
+            # after the first page
+            opening = limits.question_first and not memory.queries
+
+            async def written() -> str:  # the query writer's query (checked: usable, not a repeat)
+                return await self._first_query(llm, inp, memory, limits, usable, repeats, temperature, seed)
+
+            query = " ".join(inp.question.split()) if opening else await written()  # whole, as a baseline searches it
             uses: dict[str, int] = {}  # pages read per query in this run (the reuse limit counts the whole question's)
             steps: list[SearchStep] = []
             first_page: list[tuple[Hit, Judged]] = []  # the first query's first page (rank floor)
@@ -246,12 +260,16 @@ class Searcher:
                     # retrieve-then-read baseline searches); the 1.5B's moves carried a new
                     # query there, the question in 4 of 47, which the dry page ran
                     move = rule_move(len(new), uses[query], limits.query_reuse_limit, then=inp.question)
-                    if n == 0 and limits.hop_query:
+                    if n == 0 and opening:  # the query writer's query, after the question's page
+                        hop = await written()
+                        hop = hop if hop != query else ""
+                    elif n == 0 and limits.hop_query:
                         hop = await self._hop(llm, inp, query, [h for h, _ in new] or hits, limits, temperature, seed)
                         # on topic by construction (its entity is in the documents read)
                         hop = hop if hop and self._fresh(hop, query, memory, limits, lambda q: True, repeats) else ""
                     if hop:
-                        move = Move(action="change", new_query=hop, reason="rule: the next hop, from the first page")
+                        why = "rule: the query writer's query, after the question's page" if opening else "rule: the next hop, from the first page"
+                        move = Move(action="change", new_query=hop, reason=why)
                 new_query = clean_query(move.new_query)
                 fresh = bool(hop) or self._fresh(new_query, query, memory, limits, usable, repeats)
                 if move.action == "change" and not fresh and limits.memory:
