@@ -1111,4 +1111,15 @@ def test_the_first_search_is_the_question_and_the_query_writers_follows(retrieve
     off = run(MRAG(ScriptedLLM(fn=script()), retriever, {"linked_docs": 0, "question_first": False}), q)
     pages = next(s for s in off.trace.steps if s.agent == "searcher").outputs["steps"]
     assert pages[0]["query"] == "first programmer Analytical Engine"
+    # a writer that repeats the question after its page is not asked again (the 1.5B's
+    # retry repeated it every time); the rule reads the question's next page instead
+    echo = Script(
+        CoordinatorDecision=[coord("searcher", q), coord("answerer"), coord("finisher")],
+        Query=lambda _: {"query": q},
+        Judgement=judge_titles("Ada Lovelace"),
+        AnswerOutput=lambda _: {"answer": "Ada Lovelace"},
+    )
+    ans = run(MRAG(ScriptedLLM(fn=echo), retriever, {"linked_docs": 0}), q)
+    pages = next(s for s in ans.trace.steps if s.agent == "searcher").outputs["steps"]
+    assert echo.calls["Query"] == 1 and [(p["query"], p["offset"]) for p in pages] == [(q, 0), (q, 2)]
     assert MRAGConfig(paper=True).question_first is False
