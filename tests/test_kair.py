@@ -691,9 +691,11 @@ def test_a_title_stands_for_its_passages_words_at_most_title_facts_an_update_and
 
 
 def test_the_first_search_is_the_question_with_no_planner_call(retriever):
-    """`question_first` (the default): the first cycle searches the whole question (what a
-    retrieve-then-read baseline searches) without asking the planner; the planner writes
-    the queries of the later cycles. Off (and in the paper's mode) it writes the first."""
+    """`question_first` (the default; the other tests turn it off): the first cycle
+    searches the whole question (what a retrieve-then-read baseline searches) without
+    asking the planner; the planner writes the queries of the later cycles. Off (and in
+    the paper's mode) it writes the first. With competing agents only the first agent's
+    first search is the question; the others plan theirs."""
     planned: list[str] = []
 
     def plan(user):
@@ -709,3 +711,7 @@ def test_the_first_search_is_the_question_with_no_planner_call(retriever):
     off = run("kair", llm(plan=plan), retriever, {"max_steps": 6})
     assert [s.inputs["query"] for s in steps(off, "search")][0] == "Salt Winter author" and len(planned) == 2
     assert KAIRConfig(paper=True).question_first is False
+    planned.clear()
+    two = run("kair_2", llm(plan=plan), retriever, {"question_first": True, "max_steps": 1})
+    rules = [s.outputs.get("rule") for s in steps(two, "query_choice")]
+    assert rules == ["question_first", None] and len(planned) == 1  # the second agent planned its search

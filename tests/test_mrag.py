@@ -1108,18 +1108,24 @@ def test_the_first_search_is_the_question_and_the_query_writers_follows(retrieve
     assert runs[1][0][0] == "Lovelace notes Babbage" and first.calls["Query"] == 2  # one writer call a run
     top = [h.chunk_id for h in retriever.search(q, 2)]
     assert [s.chunk_id for s in ans.sources][:2] == top  # the question's top two, kept by the rank floor
+    kept = next(s for s in ans.trace.steps if s.agent == "searcher").outputs["relevant"]
+    assert [(j["chunk_id"], j["by_rank"]) for j in kept[:2]] == [(top[0], top[0] != ADA), (top[1], top[1] != ADA)]
+    assert set(top) - {ADA}  # the floor kept a page the judge did not call relevant
     off = run(MRAG(ScriptedLLM(fn=script()), retriever, {"linked_docs": 0, "question_first": False}), q)
     pages = next(s for s in off.trace.steps if s.agent == "searcher").outputs["steps"]
     assert pages[0]["query"] == "first programmer Analytical Engine"
     # a writer that repeats the question after its page is not asked again (the 1.5B's
-    # retry repeated it every time); the rule reads the question's next page instead
-    echo = Script(
-        CoordinatorDecision=[coord("searcher", q), coord("answerer"), coord("finisher")],
-        Query=lambda _: {"query": q},
-        Judgement=judge_titles("Ada Lovelace"),
-        AnswerOutput=lambda _: {"answer": "Ada Lovelace"},
-    )
-    ans = run(MRAG(ScriptedLLM(fn=echo), retriever, {"linked_docs": 0}), q)
-    pages = next(s for s in ans.trace.steps if s.agent == "searcher").outputs["steps"]
-    assert echo.calls["Query"] == 1 and [(p["query"], p["offset"]) for p in pages] == [(q, 0), (q, 2)]
+    # retry repeated it every time); its fallback, the coordinator's input (here the
+    # question again, then a near-repeat of it), is no new query either: the rule reads
+    # the question's next page instead
+    for said in (q, q.rstrip("?")):
+        echo = Script(
+            CoordinatorDecision=[coord("searcher", said), coord("answerer"), coord("finisher")],
+            Query=lambda _: {"query": q},
+            Judgement=judge_titles("Ada Lovelace"),
+            AnswerOutput=lambda _: {"answer": "Ada Lovelace"},
+        )
+        ans = run(MRAG(ScriptedLLM(fn=echo), retriever, {"linked_docs": 0}), q)
+        pages = next(s for s in ans.trace.steps if s.agent == "searcher").outputs["steps"]
+        assert echo.calls["Query"] == 1 and [(p["query"], p["offset"]) for p in pages] == [(q, 0), (q, 2)], said
     assert MRAGConfig(paper=True).question_first is False

@@ -527,9 +527,10 @@ class KAIR(Strategy):
 
     async def _plan_and_retrieve(self, question: str, st: KnowledgeState, memory: SearchMemory, i: int, focus: str):
         if self.config.question_first and i == 0 and not st.history:  # the question itself, no planner call
+            query = " ".join(question.split())
             with step("query_choice") as s:
-                s.outputs = {"rejected": [], "chosen": question, "rule": "question_first"}
-            return await self._retrieve(question, " ".join(question.split()), st, memory, i)
+                s.outputs = {"rejected": [], "chosen": query, "rule": "question_first"}
+            return await self._retrieve(question, query, st, memory, i)
         cands = await self._candidates(question, st, i, focus)
         return await self._retrieve(question, self._choose(cands, st, focus), st, memory, i)
 

@@ -77,9 +77,11 @@ Our additions, to keep small models productive (each can be turned off):
   paper: a model call offering continue, change the query, or end; `next_move="model"`);
 - the question first (`question_first`): the question's first searcher run reads the
   question's own first page (what a retrieve-then-read baseline reads, so the rank floor
-  keeps its top hits), then, by rule, the query writer's query (the paper: the query
-  writer's query first). The 1.5B query writer dropped the question's names or added a
-  guess, and the rank floor then kept that query's hits instead;
+  keeps its top hits), then, with the move by rule and a page left, the query writer's
+  query if it is new (in place of the `hop` query; a writer that repeats the question is
+  not asked again), else the rule's move (the paper: the query writer's query first). The
+  1.5B query writer dropped the question's names or added a guess, and the rank floor
+  then kept that query's hits instead;
 - a focused judge (`focused`): it reads each document's first sentence and the
   sentences nearest the query, within `doc_chars` (the paper: the whole document);
 - unlabelled documents (`unlabelled_docs`): the agents that read S see each document
@@ -280,8 +282,10 @@ class MRAGConfig(PaperSwitch, AnsweringConfig):
     # often toward an entity of a distractor the judge had called relevant ("Utah" for an
     # Indiana school); +1 call and ~200 evaluated tokens a question
     next_move: Literal["model", "rule", "hop"] = "rule"
-    # the question's first searcher run opens with the question itself, the query
-    # writer's query second (ours; the paper: the query writer's query first). The 1.5B
+    # the question's first searcher run opens with the question itself; with the move by
+    # rule (`next_move="rule"` or "hop"), the query writer's query, if it is new, follows
+    # its first page instead of the next-hop query (ours; the paper: the query writer's
+    # query first; with `next_move="model"` the model's move follows). The 1.5B
     # query writer drops the question's names or adds a guess ("painter known for his
     # precisionist depictions of nature" for a question on the Brisbane Institute), and
     # the rank floor then keeps that query's top hits, not the ones a retrieve-then-read

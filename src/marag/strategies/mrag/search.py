@@ -266,7 +266,9 @@ class Searcher:
                     move = rule_move(len(new), uses[query], limits.query_reuse_limit, then=inp.question)
                     if n == 0 and opening:  # the query writer's query, after the question's page
                         hop = await written()
-                        hop = hop if hop != query else ""
+                        # its fallback (a fact, the coordinator's input, the clipped question) is
+                        # checked here: a near-repeat of the question would read its page again
+                        hop = hop if hop and self._fresh(hop, query, memory, limits, usable, repeats) else ""
                     elif n == 0 and limits.hop_query:
                         hop = await self._hop(llm, inp, query, [h for h, _ in new] or hits, limits, temperature, seed)
                         # on topic by construction (its entity is in the documents read)
