@@ -146,7 +146,7 @@ def test_a_second_hop_is_reached_through_the_bridge_entity(retriever):
     )
     llm = ScriptedLLM(fn=script)
     # (linked_docs off: it would fetch the author's page by its title after the first run)
-    ans = asyncio.run(MRAG(llm, retriever, {"linked_docs": 0, "next_move": "model"}).run(QUESTION))
+    ans = asyncio.run(MRAG(llm, retriever, {"linked_docs": 0, "next_move": "model", "question_first": False}).run(QUESTION))
     t = ans.trace
     searches = [c for s in t.steps for c in s.searches]
     assert [c.query for c in searches][0] == QUESTION
@@ -180,7 +180,7 @@ def test_queries_never_carry_bookkeeping(retriever):
         Move=[{"action": "change", "new_query": "Maren Holt Look for: birthplace", "reason": "next hop"}, {"action": "end", "new_query": "", "reason": ""}],
         AnswerOutput=lambda _: {"answer": "Brekke"},
     )
-    ans = asyncio.run(MRAG(ScriptedLLM(fn=script), retriever, {"next_move": "model"}).run(QUESTION))
+    ans = asyncio.run(MRAG(ScriptedLLM(fn=script), retriever, {"next_move": "model", "question_first": False}).run(QUESTION))
     queries = [c.query for s in ans.trace.steps for c in s.searches]
     assert list(dict.fromkeys(queries)) == ["Salt Winter author", "Maren Holt"]
 
@@ -200,7 +200,7 @@ def test_the_no_progress_guard_steers_after_identical_answers(retriever):
 
     script = stubborn()
     # `finish_on_answer` off: the coordinator, not that rule, decides after an answer
-    ans = asyncio.run(MRAG(ScriptedLLM(fn=script), retriever, {"max_noops": 2, "finish_on_answer": False}).run(QUESTION))
+    ans = asyncio.run(MRAG(ScriptedLLM(fn=script), retriever, {"max_noops": 2, "finish_on_answer": False, "question_first": False}).run(QUESTION))
     t = ans.trace
     # refused answerer (nothing searched) -> searcher; answer; the same answer twice -> steer
     assert agents(t) == ["answerer", "searcher", "answerer", "answerer", "answerer", "finisher"]
@@ -210,7 +210,7 @@ def test_the_no_progress_guard_steers_after_identical_answers(retriever):
     assert script.calls["CoordinatorDecision"] == 4  # the steered turn made no coordinator call
     assert ans.usage["progress_steers"] == 1 and ans.usage["finished"] == 1
     # switched off (the paper's mode has it off), the coordinator keeps going until its budget
-    ans = asyncio.run(MRAG(ScriptedLLM(fn=stubborn()), retriever, {"progress_guard": False, "max_agent_calls": 8}).run(QUESTION))
+    ans = asyncio.run(MRAG(ScriptedLLM(fn=stubborn()), retriever, {"progress_guard": False, "max_agent_calls": 8, "question_first": False}).run(QUESTION))
     assert not [s for s in ans.trace.steps if s.agent == "guard" and "no progress" in s.inputs.get("rule", "")]
 
 
@@ -224,7 +224,7 @@ def test_the_guard_searches_the_bridge_before_answering_again(retriever):
         Move=lambda _: {"action": "end", "new_query": "", "reason": ""},
         AnswerOutput=lambda user: {"answer": "Brekke" if "Brekke" in user else "Maren Holt"},
     )
-    ans = asyncio.run(MRAG(ScriptedLLM(fn=script), retriever, {"max_noops": 2, "finish_on_answer": False}).run(QUESTION))
+    ans = asyncio.run(MRAG(ScriptedLLM(fn=script), retriever, {"max_noops": 2, "finish_on_answer": False, "question_first": False}).run(QUESTION))
     guards = [s.outputs for s in ans.trace.steps if s.agent == "guard"]
     assert guards[0] == {"agent": "searcher", "input": "Maren Holt wrote Salt Winter"}
     assert "holt" in [s.doc_id for s in ans.sources] and ans.answer == "Brekke"
@@ -282,7 +282,7 @@ def test_counters_of_the_next_move_prompt_never_reach_the_index(retriever):
         AnswerOutput=lambda _: {"answer": "Brekke"},
     )
     llm = ScriptedLLM(fn=script)
-    ans = asyncio.run(MRAG(llm, retriever, {"next_move": "model"}).run(QUESTION))
+    ans = asyncio.run(MRAG(llm, retriever, {"next_move": "model", "question_first": False}).run(QUESTION))
     queries = list(dict.fromkeys(c.query for s in ans.trace.steps for c in s.searches))
     assert queries == ["Salt Winter author", "Maren Holt"]
     move_prompt = next(c.messages[-1]["content"] for c in llm.calls if c.output_model.__name__ == "Move")
@@ -302,7 +302,7 @@ def test_a_query_repeated_over_searcher_runs_reads_at_most_its_limit_then_ends_t
         AnswerOutput=lambda _: {"answer": "unknown"},
     )
     cfg = {"query_reuse_limit": 2, "max_agent_calls": 8, "keep_top_ranked": 0, "progress_guard": False, "guards": False,
-           "max_searcher_runs": None, "next_move": "model"}  # fmt: skip
+           "max_searcher_runs": None, "next_move": "model", "question_first": False}  # fmt: skip
     ans = asyncio.run(MRAG(ScriptedLLM(fn=script), retriever, cfg).run(QUESTION))
     searches = [c.query for s in ans.trace.steps for c in s.searches]
     # two pages of the query in all, over every run; then the coordinator's words, two pages
