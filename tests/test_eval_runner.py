@@ -87,7 +87,7 @@ def test_run_writes_results_traces_and_report(hotpot, tmp_path):
     report = build_report([run_dir]).read_text()
     assert "## Quality" in report and "| vanilla_rag | 4 | 0 | 1.000 [1.000, 1.000]" in report
     assert "distractor pool" in report and "### Difference from vanilla_rag" in report
-    assert "- vanilla_rag: max_llm_calls=80, max_tokens=60000, deadline_s=1800.0, answer_style=\"short\", answer_max_chars=null, answer_recheck=false, answer_type_check=true, k=2" in report
+    assert "- vanilla_rag: max_llm_calls=80, max_tokens=60000, deadline_s=1800.0, answer_style=\"short\", answer_max_chars=null, answer_recheck=true, answer_type_check=true, k=2" in report
     assert "## Cost per question" in report and "### type" in report
     assert "| vanilla_rag | answerer |" in report
     assert (run_dir / "accuracy_vs_tokens.png").stat().st_size > 1000

@@ -447,14 +447,14 @@ def test_outliers_become_facets_of_their_own():
 
 # -- the paper switch ------------------------------------------------------------------------------
 
-OURS = ["answer_type_check", "separate_searches", "pointwise", "pairwise", "pairwise_scheme", "cluster_ranking", "clusterer", "nuggets", "nugget_fallback", "concise_answer", "passage_chars"]
+OURS = ["answer_recheck", "answer_type_check", "separate_searches", "pointwise", "pairwise", "pairwise_scheme", "cluster_ranking", "clusterer", "nuggets", "nugget_fallback", "concise_answer", "passage_chars"]
 
 
 def test_paper_mode_turns_every_addition_off(index):
     assert GingerConfig().additions() == OURS
     on = {"separate_searches": True, "pointwise": "embedding", "pairwise": False, "pairwise_scheme": "bubble", "cluster_ranking": "cosine",
           "clusterer": "agglomerative", "nuggets": "sentences", "nugget_fallback": True, "concise_answer": True, "passage_chars": 600,
-          "answer_type_check": True}  # fmt: skip
+          "answer_recheck": True, "answer_type_check": True}  # fmt: skip
     assert set(on) == set(OURS)
     cfg = GingerConfig(paper=True, **on)  # paper wins
     assert cfg.additions() == []

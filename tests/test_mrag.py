@@ -740,7 +740,7 @@ def test_paper_mode_leaves_no_addition_active(retriever):
     assert cfg.searcher_max_steps is None and cfg.history_window is None and cfg.doc_chars is None
     assert cfg.max_searcher_runs is None and cfg.judge_pages is False and cfg.unlabelled_docs is False
     assert MRAGConfig().additions() == [
-        "answer_type_check", "guards", "hints", "keep_top_ranked", "searcher_max_steps", "history_window", "report_chars", "doc_chars",
+        "answer_recheck", "answer_type_check", "guards", "hints", "keep_top_ranked", "searcher_max_steps", "history_window", "report_chars", "doc_chars",
         "focused", "coordinator_input_chars", "late_answer", "answer_guidance", "memory", "progress_guard", "judge_pages", "max_searcher_runs",
         "unlabelled_docs", "linked_docs", "next_move", "finish_on_answer", "report_titles", "question_first",
     ]  # fmt: skip

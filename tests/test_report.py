@@ -130,7 +130,7 @@ def test_settings_of_strategies_with_a_paper_flag_of_their_own(tmp_path):
     meta["strategy_settings"] = {"kair": {"paper": False, "max_steps": 3}, "mrag_paper": {"paper": True}}
     (run / "config.json").write_text(json.dumps(meta))
     text = build_report([run], plots=False).read_text()
-    assert "- kair — our additions on: answer_type_check, support_check, close_answered, known_first, drop_claims, memory, gap_as_query, agent_angles, context, update_chars, answer_excerpts, answer_passages, named_passages, linked_docs, question_first: paper=false, max_steps=3" in text
+    assert "- kair — our additions on: answer_recheck, answer_type_check, support_check, close_answered, known_first, drop_claims, memory, gap_as_query, agent_angles, context, update_chars, answer_excerpts, answer_passages, named_passages, linked_docs, question_first: paper=false, max_steps=3" in text
     assert "- mrag_paper — paper's behaviour only: paper=true" in text
 
 

@@ -311,7 +311,7 @@ def test_single_agent_rows_need_no_collections(tmp_path_factory, name):
 def test_paper_mode_turns_every_addition_off(index):
     cfg = RopMuraConfig(paper=True, max_agents=1, repeat_check=True)  # paper wins
     assert cfg.additions() == [] and all(getattr(cfg, k) == v for k, v in PAPER_SETTINGS.items())
-    assert RopMuraConfig().additions() == ["answer_type_check", "max_agents", "repeat_check", "answer_from"]
+    assert RopMuraConfig().additions() == ["answer_recheck", "answer_type_check", "max_agents", "repeat_check", "answer_from"]
     strat = make_strategy("ropmura_paper", ScriptedLLM(), index.retriever())
     assert isinstance(strat, RopMura) and strat.config.paper and (strat.config.pieces, strat.config.rerank_to) == (20, 5)
     # no cap on the invited owners: every owner of the top centroids is asked

@@ -53,7 +53,7 @@ def test_vanilla_rag_reads_top_k_and_cites_them(sample_index):
         "temperature": 0.0,
         "answer_style": "short",
         "answer_max_chars": None,
-        "answer_recheck": False,
+        "answer_recheck": True,
         "answer_type_check": True,
         "max_llm_calls": 80,
         "max_tokens": 60_000,
@@ -168,10 +168,12 @@ def test_an_answer_that_repeats_a_name_from_the_question_is_asked_for_once_more(
 def test_the_recheck_is_a_setting_and_off_in_every_paper_mode(sample_index):
     q = "Who wrote about Ada Lovelace?"
     on = ScriptedLLM([{"answer": "Ada Lovelace"}, {"answer": "Betty Toole"}])
-    strat = make_strategy("vanilla_rag", on, sample_index.retriever("bm25"), {"answer_recheck": True})
+    strat = make_strategy("vanilla_rag", on, sample_index.retriever("bm25"))  # the default
     assert asyncio.run(strat.run(q)).answer == "Betty Toole" and len(on.calls) == 2
-    off = ScriptedLLM([{"answer": "Ada Lovelace"}])  # the default
-    assert asyncio.run(make_strategy("vanilla_rag", off, sample_index.retriever("bm25")).run(q)).answer == "Ada Lovelace"
+    assert "cannot be the answer" in on.calls[1].messages[-1]["content"]
+    off = ScriptedLLM([{"answer": "Ada Lovelace"}])
+    strat = make_strategy("vanilla_rag", off, sample_index.retriever("bm25"), {"answer_recheck": False})
+    assert asyncio.run(strat.run(q)).answer == "Ada Lovelace"
     assert len(off.calls) == 1
     for name in ("mrag", "unirag", "kair", "ropmura", "ginger"):
         config = STRATEGIES.get(name).Config

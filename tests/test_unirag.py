@@ -379,8 +379,8 @@ def test_paper_true_turns_off_every_addition_of_ours(retriever):
 
     cfg = UniRAGConfig(paper=True)
     assert cfg.additions() == [] and all(getattr(cfg, k) == v for k, v in PAPER_SETTINGS.items())
-    # every addition of its own is on by default (the shared answer recheck is not)
-    assert set(UniRAGConfig().additions()) == set(PAPER_SETTINGS) - {"answer_recheck"}  # the type check is on
+    # every addition of its own is on by default, and the shared answer checks
+    assert set(UniRAGConfig().additions()) == set(PAPER_SETTINGS)
     # an off-topic query runs as written, and the planner writes the first query
     plans = iter([{"thought": "?", "action": "search", "query": "No information yet"},
                   {"thought": "done", "action": "final_answer", "query": ""}])  # fmt: skip

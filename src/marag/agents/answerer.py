@@ -140,8 +140,12 @@ class StyledAnswer:
         question, answer = pair
         if self.style.recheck and echoes_question(question, answer):
             return (
-                f'"{answer}" is named in the question itself, so it is not what the question asks for. '
-                "Read again and reply with what the question asks for, as JSON."
+                # Told "is not what the question asks for. Read again", the 1.5B gave the
+                # same answer back (2 of 2 tuning questions); told it cannot be the answer
+                # and to give another, it answered "Kimber Manufacturing" (right) and a
+                # wrong name for the other.
+                f'"{answer}" is named in the question, so it cannot be the answer. Reply with a different '
+                "name or value from the documents that answers the question, as JSON."
             )
         if not self.style.type_check:
             return None

@@ -100,10 +100,13 @@ class AnsweringConfig(StrategyConfig):
 
     answer_style: Literal["short", "long"] = "short"
     answer_max_chars: int | None = Field(default=None, ge=20, le=8000)
-    # ours, off by default and in paper modes: a short answer that only repeats a name
+    # ours, on by default, off in paper modes: a short answer that only repeats a name
     # the question gives is sent back once, told so (marag.agents.answerer.echoes_question).
-    # Sent back, the 0.5B reference model was right 0 times of 15 (issue 24).
-    answer_recheck: bool = False
+    # Such answers are never right (0 of 15 with the 0.5B, 0 of 7 with the default 1.5B),
+    # so asking again costs a call and cannot lose an answer. The 0.5B sent back was
+    # right 0 times of 15 (issue 24, when this was off by default); the 1.5B, told the
+    # name cannot be the answer, found the right one for 1 of 2 tuning questions.
+    answer_recheck: bool = True
     # ours, on by default, off in paper modes: a short answer not of the kind the question
     # asks for (a name for "When ...?", "How many ...?" or a yes/no question) is sent back
     # once, told what is asked (marag.agents.answer_types). Offline over the default
