@@ -192,6 +192,10 @@ def test_the_kind_of_answer_a_question_asks_for_is_decided_by_its_words():
         "How old was the founder of Nintendo when he died?": "quantity",
         "What is the population of the state where Dodge City Regional Airport is located?": "quantity",
         "What is the population ranking of the city?": None,  # "12th" or a name may answer
+        "What is the debt load for the US carried by the country Dai Jitao is from?": "quantity",
+        "What amount of TEUs did the port handle in 2010?": "quantity",
+        "In which area of the continent did the Renaissance begin?": None,  # a place
+        "What low budget British comedy franchise starred Dilys Laye?": None,  # "budget" of nothing
         "Are Lilu and Gallu both demons?": "yes_no",
         "Is Gallu or Lilu older?": "choice",  # offers the candidates: one of them is asked
         "Which band was formed first The Exies or Circus Diablo ?": "choice",
@@ -204,6 +208,7 @@ def test_the_kind_of_answer_a_question_asks_for_is_decided_by_its_words():
     assert wrong_kind("When did Guyana join CARICOM?", "Guyana").name == "date"
     assert wrong_kind("How many times was he premier?", "No").name == "quantity"
     assert wrong_kind("What is the population of the state where Dodge City is?", "Kansas").name == "quantity"
+    assert wrong_kind("What is the debt load for the US carried by the country Dai Jitao is from?", "China").name == "quantity"
     assert wrong_kind("Which band was formed first The Exies or Circus Diablo ?", "Metallica").name == "choice"
     assert wrong_kind("Is Gallu or Lilu older?", "Yes").name == "choice"
     assert wrong_kind("Are Lilu and Gallu both demons?", "Both are demons.").name == "yes_no"
@@ -212,6 +217,7 @@ def test_the_kind_of_answer_a_question_asks_for_is_decided_by_its_words():
         ("When was the abbey built?", "in the 12th century"),
         ("When was the abbey built?", "in May"),
         ("How many times was he premier?", "twice"),
+        ("What is the debt load for the US carried by China?", "about $1.18 trillion"),
         ("Are Lilu and Gallu both demons?", "yes, both are"),
         ("When did Guyana join CARICOM?", "The passages do not say."),  # asked again, it would guess
         ("When did Guyana join CARICOM?", "I don't know"),

@@ -15,10 +15,14 @@ MuSiQue, all strategies, 604 answers): 107 answers to questions of these three k
 12 of them not of the kind asked, none right (all F1 0), and no right answer flagged.
 "What is the population of ...?" joined the quantities later (2026-11-28: mRAG and
 vanilla_rag_k5 both answered "Kansas" to MuSiQue's "What is the population of the state
-where Dodge City Regional Airport is located?"), and so did the candidates: over the
-runs of 2026-11-27/28 (454 distinct answers), 20 answered a question naming candidates
-with "or", 3 of them with a name the question does not give ("Metallica" for "The
-Exies or Circus Diablo"), none right.
+where Dodge City Regional Airport is located?"), then a measure of something (2026-12-03:
+mRAG answered "China" to MuSiQue's "What is the debt load for the US carried by the
+country Dai Jitao is from?"; among the 1,300 HotpotQA, MuSiQue, NQ and DataMorgana
+questions here the pattern finds that one and "What amount of TEUs ...?", and nothing
+else once "area" was left out: it took "In which area of the continent ..."), and so did
+the candidates: over the runs of 2026-11-27/28 (454 distinct answers), 20 answered a
+question naming candidates with "or", 3 of them with a name the question does not give
+("Metallica" for "The Exies or Circus Diablo"), none right.
 """
 
 from __future__ import annotations
@@ -78,7 +82,11 @@ ANSWER_KINDS: tuple[AnswerKind, ...] = (
         "quantity",
         re.compile(
             r"\bhow (?:many|much|long|old|tall|far|big|large|high|deep|wide|heavy)\b|"
-            r"\b(?:what|which) (?:(?:is|was) the )?(?:number|percentage|population)\b(?! (?:one|ranking|rank)\b)",
+            r"\b(?:what|which) (?:(?:is|was) the )?(?:number|percentage|population)\b(?! (?:one|ranking|rank)\b)|"
+            # a measure "of"/"for" something: "What is the debt load for the US ...?", "What
+            # amount of TEUs ...?" ("area" is left out: "which area of the continent" asks a place)
+            r"\b(?:what|which) (?:(?:is|was|are|were) )?(?:the )?(?:amount|debt|cost|price|budget|revenue|salary|"
+            r"attendance|elevation|capacity|height|length|width|depth|weight|distance|speed)(?: \w+)? (?:of|for)\b",
             re.IGNORECASE,
         ),
         _found(rf"\d|\b(?:{_NUMBER_WORDS})\b"),
