@@ -140,6 +140,11 @@ def test_an_answer_that_repeats_a_name_from_the_question_is_asked_for_once_more(
     assert again[: len(llm.calls[0].messages)] == llm.calls[0].messages
     assert again[-2] == {"role": "assistant", "content": '{"answer":"Fist Power"}'}
     assert '"Fist Power" is named in the question' in again[-1]["content"]
+    assert "from the documents" in again[-1]["content"]  # it had passages; closed-book, none to point at
+    closed = ScriptedLLM([{"answer": "Fist Power"}, {"answer": "1842"}])
+    asyncio.run(rechecking()(closed, AnswerInput(question=q)))
+    assert "cannot be the answer" in closed.calls[1].messages[-1]["content"]
+    assert "documents" not in closed.calls[1].messages[-1]["content"]
     step = trace.steps[0]
     assert step.outputs["answer"] == "1842" and step.outputs["rechecked"]["first"] == {"answer": "Fist Power"}
     # one more turn only: a second echo stands
@@ -152,6 +157,7 @@ def test_an_answer_that_repeats_a_name_from_the_question_is_asked_for_once_more(
         ("Which of Lilu and Gallu is a demon?", "Gallu", "short"),
         ("Who is the wife of Kim Jong-chul?", "Kim Jong-suk", "short"),
         ("Who founded Fist Power?", "Fist Power", "long"),
+        ("Little Caesars and Pizza Hut were founded in 1958 and 1959. Which was the first to serve pizza?", "Pizza Hut", "short"),
     ]:
         once = ScriptedLLM([{"answer": answer}])
         assert asyncio.run(rechecking(ANSWER_STYLES[style])(once, AnswerInput(question=question))).answer == answer
@@ -196,6 +202,9 @@ def test_the_kind_of_answer_a_question_asks_for_is_decided_by_its_words():
         "What amount of TEUs did the port handle in 2010?": "quantity",
         "In which area of the continent did the Renaissance begin?": None,  # a place
         "What low budget British comedy franchise starred Dilys Laye?": None,  # "budget" of nothing
+        "What is the seating capacity of the stadium?": "quantity",
+        "Which speed skater for the Netherlands won?": None,  # a name: the words around the measure are a closed list
+        "Which weight class of boxing is he in?": None,
         "Are Lilu and Gallu both demons?": "yes_no",
         "Is Gallu or Lilu older?": "choice",  # offers the candidates: one of them is asked
         "Which band was formed first The Exies or Circus Diablo ?": "choice",

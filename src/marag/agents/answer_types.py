@@ -85,8 +85,11 @@ ANSWER_KINDS: tuple[AnswerKind, ...] = (
             r"\b(?:what|which) (?:(?:is|was) the )?(?:number|percentage|population)\b(?! (?:one|ranking|rank)\b)|"
             # a measure "of"/"for" something: "What is the debt load for the US ...?", "What
             # amount of TEUs ...?" ("area" is left out: "which area of the continent" asks a place)
-            r"\b(?:what|which) (?:(?:is|was|are|were) )?(?:the )?(?:amount|debt|cost|price|budget|revenue|salary|"
-            r"attendance|elevation|capacity|height|length|width|depth|weight|distance|speed)(?: \w+)? (?:of|for)\b",
+            # (the words around the measure are a closed list: "which speed skater for",
+            # "what weight class of" ask for names)
+            r"\b(?:what|which) (?:(?:is|was|are|were) )?(?:the )?(?:(?:total|annual|average|estimated|maximum|top|seating) )?"
+            r"(?:amount|debt|cost|price|budget|revenue|salary|attendance|elevation|capacity|height|length|width|depth|"
+            r"weight|distance|speed)(?: (?:load|level|figure))? (?:of|for)\b",
             re.IGNORECASE,
         ),
         _found(rf"\d|\b(?:{_NUMBER_WORDS})\b"),
