@@ -90,7 +90,7 @@ def test_run_writes_results_traces_and_report(hotpot, tmp_path):
     assert "- vanilla_rag: max_llm_calls=80, max_tokens=60000, deadline_s=1800.0, answer_style=\"short\", answer_max_chars=null, answer_recheck=true, answer_type_check=true, k=2" in report
     assert "## Cost per question" in report and "### type" in report
     assert "| vanilla_rag | answerer |" in report
-    assert (run_dir / "accuracy_vs_tokens.png").stat().st_size > 1000
+    assert (run_dir / "quality_cost.png").stat().st_size > 1000
     assert (run_dir / "by_type.png").exists()
 
 

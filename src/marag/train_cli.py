@@ -12,7 +12,7 @@ import typer
 
 from marag.cli_options import HELP_NAMES, DataDirOpt, LlmOpt, SetOpt, parse_set
 
-train_app = typer.Typer(no_args_is_help=True, context_settings=HELP_NAMES, help="Self-training: sample, reward, select, export, fine-tune.")
+train_app = typer.Typer(no_args_is_help=True, context_settings=HELP_NAMES, help="Self-training (sample, reward, select, export, fine-tune) and auto's router.")
 
 DirOpt = Annotated[Path, typer.Option("--dir", help="The training directory (settings in train.json).")]
 
@@ -141,3 +141,45 @@ def finetune(
     out = run(directory / "sft.jsonl", directory / "lora", model, steps=steps, rank=rank, lr=lr, batch=batch, max_len=max_len,
               save_every=save_every, fresh=fresh, roles=cfg.trainable_roles)  # fmt: skip
     typer.echo(json.dumps(out, indent=1))
+
+
+@train_app.command()
+def router(
+    runs: Annotated[list[Path], typer.Argument(help="Run directories (from `marag eval`) holding the first pass's answers, and the agent's for the default share.")],
+    out: Annotated[Optional[Path], typer.Option("--out", "-o", help="Where to write the router (JSON). Without it: only the report.")] = None,
+    first: Annotated[str, typer.Option(help="The first pass's strategy in the runs.")] = "vanilla_rag_k5",
+    agent: Annotated[str, typer.Option(help="The agent questions are sent on to (its answers in the runs choose the default share).")] = "unirag",
+    metric: Annotated[str, typer.Option(help="The metric that says whether an answer is right.")] = "f1",
+    right_at: Annotated[float, typer.Option(help="An answer is right when its metric is at least this.")] = 0.5,
+    features: Annotated[Optional[str], typer.Option(help="Comma-separated signals to use (default: those whose AUROC alone is at least --min-auroc).")] = None,
+    min_auroc: Annotated[float, typer.Option(help="A signal is used when it alone separates at least this well.")] = 0.55,
+    escalate: Annotated[Optional[float], typer.Option(help="The default share sent on (default: the knee of the quality-cost curve).")] = None,
+    check: Annotated[Optional[Path], typer.Option(help="Do not fit: report how this router file separates right from wrong first passes in the runs.")] = None,
+) -> None:
+    """Fit `auto`'s router (a logistic regression over the first pass's signals; needs
+    scikit-learn) on the per-question results of run directories; write it as JSON."""
+    from marag.errors import MaragError
+    from marag.strategies.auto.router import Router
+    from marag.train.router import check as check_router
+    from marag.train.router import examples, fit, report
+
+    exs, summary = examples(runs, first=first, agent=agent, metric=metric, right_at=right_at)
+    if not exs:
+        raise MaragError(f"no answers of {first} with traces in {', '.join(map(str, runs))}",
+                         hint=f"give run directories of `marag eval ... --strategies {first},{agent}`")  # fmt: skip
+    if check is not None:
+        res = check_router(Router.load(check), exs)
+        typer.echo(f"{int(res['examples'])} first-pass answers, {int(res['right'])} right ({metric} >= {right_at}): "
+                   f"router AUROC {res['router']:.3f}; best single signal {res['best_signal_name']} {res['best_signal']:.3f}")  # fmt: skip
+        return
+    if escalate is not None and not 0 <= escalate <= 1:
+        raise MaragError(f"--escalate {escalate} is not a share", hint="give a number from 0 (send none on) to 1 (send all)")
+    fitted = fit(exs, summary, features=features.split(",") if features else None, min_auroc=min_auroc, escalate=escalate,
+                 label=f"{metric} >= {right_at}", first=first, agent=agent)  # fmt: skip
+    typer.echo(report(fitted))
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = out.with_name(out.name + ".tmp")
+        tmp.write_text(json.dumps(fitted.router.model_dump(mode="json"), indent=1) + "\n", encoding="utf-8")
+        tmp.replace(out)
+        typer.echo(f"router: {out} (use it with --set auto.router={out})")

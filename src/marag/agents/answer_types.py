@@ -48,6 +48,11 @@ _SAYS_UNKNOWN = re.compile(
 )
 
 
+def says_unknown(answer: str) -> bool:
+    """Whether an answer says the passages (or the model) do not give it."""
+    return bool(_SAYS_UNKNOWN.search(answer))
+
+
 class AnswerKind(NamedTuple):
     name: str
     asked: re.Pattern[str]  # matches the question (spaces collapsed) that asks for this kind

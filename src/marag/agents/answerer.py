@@ -86,6 +86,11 @@ _OFFERS_CHOICE = re.compile(
 )
 
 
+def offers_choice(question: str) -> bool:
+    """Whether a question offers its own candidates to choose from (a comparison)."""
+    return bool(_OFFERS_CHOICE.search(question))
+
+
 def _words(text: str) -> str:
     return " ".join(w for w in _NOT_WORD.sub(" ", text.lower()).split() if w not in _ARTICLES)
 
@@ -206,6 +211,7 @@ class StyledAnswer:
 class Answerer(StyledAnswer, Agent[AnswerInput, AnswerOutput]):
     name = "answerer"
     max_tokens = SHORT.max_tokens
+    logprobs = True  # the reader's confidence in its answer: what `auto` routes on
 
     def __init__(self, style: AnswerStyle | None = None):
         self._set_style(style)

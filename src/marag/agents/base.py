@@ -70,6 +70,10 @@ class Agent(Generic[I, O]):
     # labels) by assigning `self.Output` / `self.max_tokens`.
     Output: type[BaseModel]
     max_tokens: int = 256
+    # ask the model for each token's log-probability (where the backend has them): the
+    # answering roles do, so that `auto` can route on the reader's confidence and runs
+    # record it (`LLMCall.logprobs`)
+    logprobs: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -113,8 +117,10 @@ class Agent(Generic[I, O]):
         return out
 
     async def __call__(self, llm: LLM, inp: I, temperature: float = 0.0, seed: int | None = None) -> O:
+        extra = {"logprobs": True} if self.logprobs and getattr(llm, "supports_logprobs", False) else {}
+
         async def ask(messages: list[Message]) -> O:
-            response = await llm.generate(messages, output=self.Output, temperature=temperature, max_tokens=self.max_tokens, seed=seed)
+            response = await llm.generate(messages, output=self.Output, temperature=temperature, max_tokens=self.max_tokens, seed=seed, **extra)
             return self.finish(response.parsed)
 
         with step(self.name, **inp.model_dump(mode="json")) as s:

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from marag.eval.attribution import CAUSES, FAILURES, cause_of_record
+from marag.eval.quality_cost import RATES, Point, auto_curve, chart, knee, outcomes, point
 from marag.eval.metrics.base import METRICS
 from marag.eval.rundir import RESULTS, ResultRecord, read_results
 from marag.eval.stats import mean_ci, paired_diff_ci, questions_needed
@@ -410,6 +411,8 @@ def build_report(
         crow.append(cells)
     parts.append(_table(["strategy"] + [label for _, label in COST_KEYS], crow))
 
+    costs = cost_view(groups, metrics, cfg if not label_run else None)
+    parts += [""] + quality_cost_section(costs)
     parts += [""] + cost_per_correct(groups)
     parts += [""] + failure_sections(groups)
 
@@ -444,12 +447,68 @@ def build_report(
 
     if plots:
         parts += ["", "## Plots", ""]
-        for png in _plots(groups, head, cat_tables, out_dir):
+        for png in _plots(groups, head, cat_tables, out_dir, costs):
             parts.append(f"![{png.stem}]({png.name})")
 
     path = out_dir / "report.md"
     path.write_text("\n".join(parts) + "\n", encoding="utf-8")
     return path
+
+
+class CostView:
+    """The run on the quality-cost plane: a point per strategy, and auto's curve over
+    its knob and the oracle router's point when the run holds what they need."""
+
+    def __init__(self, metric: str, points: list[Point], curve: list[Point] | None, oracle: Point | None, tokens: dict[str, tuple[float, float, float]]):
+        self.metric, self.points, self.curve, self.oracle, self.tokens = metric, points, curve, oracle, tokens
+
+
+def cost_view(groups: dict[str, list[ResultRecord]], metrics: list[str], cfg: dict | None) -> CostView | None:
+    """`cfg`: the run's config (one run; None for a comparison of runs, which gets no
+    auto curve: its strategies come from different runs)."""
+    metric = next((m for m in ("f1", *HEADLINE) if m in metrics), None)
+    if metric is None or not groups:
+        return None
+    points, tokens = [], {}
+    for name, rs in groups.items():
+        outs = list(outcomes(rs, metric).values())
+        if not outs:
+            continue
+        ok = _ok(rs)
+        share = sum(r.cost.get("escalated", 0.0) for r in ok) / max(1, len(ok))
+        points.append(point(name, outs, share))
+        tokens[name] = tuple(sum(r.cost.get(k, 0.0) for r in ok) / max(1, len(ok)) for k in ("prompt_tokens_evaluated", "completion_tokens", "llm_calls"))  # type: ignore[assignment]
+    curve = oracle = None
+    if cfg is not None and "auto" in groups:
+        auto_cfg = (cfg.get("strategy_configs") or {}).get("auto", {})
+        k = int(auto_cfg.get("k", 5))
+        first = "vanilla_rag" if k == 2 else f"vanilla_rag_k{k}"
+        found = auto_curve(groups, metric, first, str(auto_cfg.get("agent", "unirag")))
+        if found:
+            curve, oracle = found
+    return CostView(metric, points, curve, oracle, tokens)
+
+
+def quality_cost_section(view: CostView | None) -> list[str]:
+    if view is None or not view.points:
+        return []
+    rows = []
+    for p in view.points:
+        prompt, generated, calls = view.tokens.get(p.name, (0.0, 0.0, 0.0))
+        rows.append([p.name, _fmt(p.quality, p.low, p.high), f"{p.seconds:.1f}", f"{prompt:.0f}", f"{generated:.0f}", f"{calls:.1f}",
+                     f"{p.escalated:.0%}" if p.name.split(":")[-1].startswith("auto") else ""])  # fmt: skip
+    out = ["## Quality and cost", "",
+           f"Machine seconds a question: {RATES.label()} (the rates measured here with the default model on 2 cores).", "",
+           _table(["strategy", view.metric, "s/q", "evaluated prompt tok/q", "generated tok/q", "calls/q", "sent on"], rows)]  # fmt: skip
+    if view.curve:
+        k = knee(view.curve)
+        out += ["", f"auto's knob, from the recorded router scores (no model calls): sending none on {view.curve[0].quality:.3f} at "
+                f"{view.curve[0].seconds:.1f} s/q, all {view.curve[-1].quality:.3f} at {view.curve[-1].seconds:.1f} s/q; "
+                f"the knee sends {k.escalated:.0%} on: {k.quality:.3f} at {k.seconds:.1f} s/q."]  # fmt: skip
+    if view.oracle:
+        o = view.oracle
+        out.append(f"Oracle router (a question goes on exactly when the agent scores higher): {o.quality:.3f} at {o.seconds:.1f} s/q, {o.escalated:.0%} sent on.")
+    return out
 
 
 def _role_costs(runs: list[Run], label_run: bool, qids: set[str]) -> dict[tuple[str, str], dict[str, float]]:
@@ -472,7 +531,7 @@ def _role_costs(runs: list[Run], label_run: bool, qids: set[str]) -> dict[tuple[
     return {k: {m: v / max(1, len(questions[k[0]])) for m, v in d.items()} for k, d in sorted(totals.items())}
 
 
-def _plots(groups, head, cat_tables, out_dir: Path) -> list[Path]:
+def _plots(groups, head, cat_tables, out_dir: Path, costs: "CostView | None" = None) -> list[Path]:
     try:
         import matplotlib
 
@@ -481,25 +540,10 @@ def _plots(groups, head, cat_tables, out_dir: Path) -> list[Path]:
     except ImportError:  # plots are optional; the tables are the report
         return []
     made = []
-    if head:
-        fig, ax = plt.subplots(figsize=(6, 4))
-        for name, rs in groups.items():
-            ok = _ok(rs)
-            if not ok:
-                continue
-            q = sum(r.metrics.get(head, 0.0) for r in ok) / len(ok)
-            tok = sum(r.cost.get("prompt_tokens", 0) + r.cost.get("completion_tokens", 0) for r in ok) / len(ok)
-            ax.scatter([tok], [q], s=60)
-            ax.annotate(name, (tok, q), textcoords="offset points", xytext=(5, 5), fontsize=8)
-        ax.set_xlabel("tokens per question")
-        ax.set_ylabel(head)
-        ax.set_title(f"{head} vs tokens per question")
-        ax.grid(alpha=0.3)
-        fig.tight_layout()
-        p = out_dir / f"{head}_vs_tokens.png"
-        fig.savefig(p, dpi=110)
-        plt.close(fig)
-        made.append(p)
+    if costs is not None and costs.points:
+        p = out_dir / "quality_cost.png"
+        if chart(costs.points, p, costs.metric, curve=costs.curve, oracle_point=costs.oracle):
+            made.append(p)
     for key, per in cat_tables.items():
         vals = category_order(per)
         names = list(groups)

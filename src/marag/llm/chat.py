@@ -25,7 +25,7 @@ from marag.llm.base import LLMResponse, Message, Usage
 from marag.llm.budget import current_budget
 from marag.llm.cache import LLMCache, cache_key
 from marag.llm.schema import output_schema
-from marag.trace import LLMCall, record_llm_call
+from marag.trace import LLMCall, TokenLogprob, record_llm_call
 
 
 @dataclass
@@ -37,6 +37,7 @@ class Completion:
     completion_tokens: int = 0
     finish_reason: str | None = None  # "length" means max_tokens cut the reply
     reused_prompt_tokens: int = 0  # prompt prefix the server had cached (not evaluated)
+    logprobs: list[TokenLogprob] | None = None  # per token, when asked for and given
 
 
 # The output model of the generate() call in progress (a context variable, so concurrent
@@ -64,6 +65,9 @@ class ChatModel(ABC):
 
     kind: ClassVar[str] = "chat"  # backend name; part of the cache key
     inline_refs: ClassVar[bool] = True  # send schemas without $defs references
+    # whether `_complete(..., logprobs=True)` returns each token's log-probability (a
+    # capability flag: callers ask only backends that have it)
+    supports_logprobs: ClassVar[bool] = False
 
     def __init__(self, model: str, cache: LLMCache | str | Path | None = None, cache_sampled: bool = False):
         self.model = model
@@ -88,8 +92,10 @@ class ChatModel(ABC):
         temperature: float,
         max_tokens: int,
         seed: int | None,
+        logprobs: bool = False,
     ) -> Completion:
-        """One round trip to the model. Raise `LLMError` (with a hint) when it fails."""
+        """One round trip to the model. Raise `LLMError` (with a hint) when it fails.
+        `logprobs` is only ever True for a backend with `supports_logprobs`."""
 
     async def generate(
         self,
@@ -98,27 +104,31 @@ class ChatModel(ABC):
         temperature: float = 0.0,
         max_tokens: int = 512,
         seed: int | None = None,
+        logprobs: bool = False,
     ) -> LLMResponse:
         msgs = [_as_dict(m) for m in messages]
+        want = _Request(temperature, max_tokens, seed, logprobs and self.supports_logprobs)
         budget = current_budget()
         if budget is None:
-            return await self._generate(msgs, output, temperature, max_tokens, seed, None)
+            return await self._generate(msgs, output, want, None)
         # a spent budget skips the call: no round trip, no record
         with budget.reserve(sum(len(m["content"]) for m in msgs) // 4 + max_tokens):
-            return await self._generate(msgs, output, temperature, max_tokens, seed, budget)
+            return await self._generate(msgs, output, want, budget)
 
-    async def _generate(self, msgs, output, temperature, max_tokens, seed, budget) -> LLMResponse:
+    async def _generate(self, msgs, output, want: "_Request", budget) -> LLMResponse:
         schema = output_schema(output, inline=self.inline_refs) if output is not None else None
         key, model = None, self.call_model()
-        if self.cache is not None and (temperature <= 0 or self.cache_sampled):
-            key = cache_key(self.cache_kind(), model, msgs, schema, temperature, max_tokens, seed)
+        # (whether log-probabilities were asked for is not part of the key: they describe
+        # the same reply, and an entry keeps them when they were given)
+        if self.cache is not None and (want.temperature <= 0 or self.cache_sampled):
+            key = cache_key(self.cache_kind(), model, msgs, schema, want.temperature, want.max_tokens, want.seed)
         rec = LLMCall(
             model=model, messages=msgs, response="", schema_name=output.__name__ if output else None, started=round(time.time(), 4)
         )
         t0 = time.perf_counter()
         token = _output_model.set(output)
         try:
-            parsed = await self._answer(rec, key, msgs, output, schema, temperature, max_tokens, seed)
+            parsed = await self._answer(rec, key, msgs, output, schema, want)
         except BaseException as exc:  # cancellations (timeouts, Ctrl-C) are recorded too
             rec.error = f"{type(exc).__name__}: {exc.message if isinstance(exc, MaragError) else exc}"
             raise
@@ -130,9 +140,9 @@ class ChatModel(ABC):
                 spent = (0, 0) if rec.cached else (rec.prompt_tokens, rec.completion_tokens)
                 budget.charge(*spent)
         usage = Usage(prompt_tokens=rec.prompt_tokens, completion_tokens=rec.completion_tokens, latency_s=rec.latency_s)
-        return LLMResponse(text=rec.response, parsed=parsed, usage=usage, model=model, cached=rec.cached)
+        return LLMResponse(text=rec.response, parsed=parsed, usage=usage, model=model, cached=rec.cached, logprobs=rec.logprobs)
 
-    async def _answer(self, rec: LLMCall, key: str | None, msgs, output, schema, temperature, max_tokens, seed) -> Any:
+    async def _answer(self, rec: LLMCall, key: str | None, msgs, output, schema, want: "_Request") -> Any:
         """The parsed output (None without an output model). Fills `rec` as it goes so
         that a failure still leaves an accurate trace record."""
         hit = self.cache.get(key) if key is not None else None
@@ -143,9 +153,10 @@ class ChatModel(ABC):
                 # cost accounting that nothing was spent this time
                 rec.response, rec.cached, rec.repaired = hit["text"], True, hit.get("repaired", False)
                 rec.prompt_tokens, rec.completion_tokens = hit.get("prompt_tokens", 0), hit.get("completion_tokens", 0)
+                rec.logprobs = _cached_logprobs(hit) if want.logprobs else None
                 return parsed
 
-        comp = await self._round_trip(rec, msgs, schema, temperature, max_tokens, seed)
+        comp = await self._round_trip(rec, msgs, schema, want)
         parsed = None
         if output is not None:
             parsed, error = parse_output(comp.text, output)
@@ -162,13 +173,13 @@ class ChatModel(ABC):
                     {"role": "assistant", "content": comp.text},
                     {"role": "user", "content": REPAIR_PROMPT.format(error=error, outline=outline(schema))},
                 ]
-                comp = await self._round_trip(rec, retry, schema, temperature, max_tokens, seed)
+                comp = await self._round_trip(rec, retry, schema, want)
                 parsed, error = parse_output(comp.text, output)
                 if parsed is None:
                     raise StructuredOutputError(
                         f"{self.model} gave no valid {output.__name__} even after a repair attempt: {error}",
                         raw=comp.text,
-                        hint=_failure_hint(comp, max_tokens),
+                        hint=_failure_hint(comp, want.max_tokens),
                     )
         if key is not None:
             self.cache.put(
@@ -178,17 +189,61 @@ class ChatModel(ABC):
                     "prompt_tokens": rec.prompt_tokens,
                     "completion_tokens": rec.completion_tokens,
                     "repaired": rec.repaired,
+                    **({"logprobs": [t.model_dump() for t in rec.logprobs]} if rec.logprobs is not None else {}),
                 },
             )
         return parsed
 
-    async def _round_trip(self, rec: LLMCall, msgs, schema, temperature, max_tokens, seed) -> Completion:
-        comp = await self._complete(msgs, schema, temperature, max_tokens, seed)
+    async def _round_trip(self, rec: LLMCall, msgs, schema, want: "_Request") -> Completion:
+        extra = {"logprobs": True} if want.logprobs else {}  # (backends without the capability need no such argument)
+        comp = await self._complete(msgs, schema, want.temperature, want.max_tokens, want.seed, **extra)
         rec.response = comp.text
+        rec.logprobs = comp.logprobs  # the last round trip's: the reply that stands
         rec.prompt_tokens += comp.prompt_tokens
         rec.completion_tokens += comp.completion_tokens
         rec.reused_prompt_tokens += comp.reused_prompt_tokens
         return comp
+
+
+@dataclass(frozen=True)
+class _Request:
+    """How one `generate` call asks: its sampling settings, and whether it wants each
+    token's log-probability (only ever True for a backend that gives them)."""
+
+    temperature: float
+    max_tokens: int
+    seed: int | None
+    logprobs: bool = False
+
+
+LOGPROB_ALTERNATIVES = 2  # top tokens asked for per position: the chosen one and the best other
+
+
+def openai_logprobs(content: Any) -> list[TokenLogprob]:
+    """Tokens in the OpenAI chat format (`choices[].logprobs.content`: token, logprob,
+    top_logprobs), which llama.cpp's server speaks too, as `TokenLogprob`s. Entries
+    that are not of that shape are skipped (a server's reply is not ours to trust)."""
+    out: list[TokenLogprob] = []
+    for entry in content if isinstance(content, list) else []:
+        if not isinstance(entry, dict) or not isinstance(entry.get("logprob"), (int, float)):
+            continue
+        token = str(entry.get("token", ""))
+        others = [t.get("logprob") for t in entry.get("top_logprobs") or [] if isinstance(t, dict) and t.get("token") != token]
+        others = [float(x) for x in others if isinstance(x, (int, float))]
+        out.append(TokenLogprob(token=token, logprob=float(entry["logprob"]), runner_up=max(others) if others else None))
+    return out
+
+
+def _cached_logprobs(entry: dict[str, Any]) -> list[TokenLogprob] | None:
+    """The log-probabilities a cache entry kept (entries written without them, or
+    damaged, have none: the reply still stands)."""
+    raw = entry.get("logprobs")
+    if not isinstance(raw, list):
+        return None
+    try:
+        return [TokenLogprob.model_validate(t) for t in raw]
+    except ValidationError:
+        return None
 
 
 # -- parsing -------------------------------------------------------------------------

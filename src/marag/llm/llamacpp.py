@@ -59,7 +59,7 @@ from pathlib import Path
 from typing import Any
 
 from marag.errors import ContextOverflowError, LLMError
-from marag.llm.chat import ChatModel, Completion
+from marag.llm.chat import LOGPROB_ALTERNATIVES, ChatModel, Completion, openai_logprobs
 from marag.trace import current_role, current_step
 
 def adapter_roles(lora: str | Path) -> list[str] | None:
@@ -87,6 +87,9 @@ def resolve_lora_roles(lora: str | Path | None, given: list[str] | None) -> list
 
 class LlamaCppLLM(ChatModel):
     kind = "llamacpp"
+    # llama.cpp reports each token's probability from the model's own distribution
+    # (before the JSON grammar narrows it), which is what a reader's confidence is
+    supports_logprobs = True
 
     def __init__(
         self,
@@ -206,7 +209,7 @@ class LlamaCppLLM(ChatModel):
         with self._lock:
             self._server = None
 
-    async def _complete(self, messages, json_schema, temperature, max_tokens, seed) -> Completion:
+    async def _complete(self, messages, json_schema, temperature, max_tokens, seed, logprobs: bool = False) -> Completion:
         request: dict[str, Any] = {
             "messages": messages,
             "max_tokens": max_tokens,
@@ -216,6 +219,8 @@ class LlamaCppLLM(ChatModel):
         }
         if seed is not None:
             request["seed"] = seed
+        if logprobs:
+            request.update(logprobs=True, top_logprobs=LOGPROB_ALTERNATIVES)
         if self.lora is not None:  # adapter 0 at full scale, or off (the base model)
             request["lora"] = [{"id": 0, "scale": 1.0 if self.adapter_applies() else 0.0}]
         if self.deterministic:
@@ -252,7 +257,7 @@ class LlamaCppLLM(ChatModel):
         return chunks
 
     def _completion(self, chunks: list[dict[str, Any]]) -> Completion:
-        text, finish, usage = [], None, {}
+        text, finish, usage, tokens = [], None, {}, []
         for chunk in chunks:
             if "error" in chunk or "choices" not in chunk:
                 error = chunk.get("error", chunk)
@@ -260,6 +265,7 @@ class LlamaCppLLM(ChatModel):
             for choice in chunk["choices"]:
                 text.append(choice.get("delta", {}).get("content") or "")
                 finish = choice.get("finish_reason") or finish
+                tokens += (choice.get("logprobs") or {}).get("content") or []
             usage = chunk.get("usage") or usage
         return Completion(
             text="".join(text),
@@ -267,6 +273,7 @@ class LlamaCppLLM(ChatModel):
             completion_tokens=usage.get("completion_tokens", 0),
             finish_reason=finish,
             reused_prompt_tokens=(usage.get("prompt_tokens_details") or {}).get("cached_tokens", 0),
+            logprobs=openai_logprobs(tokens) if tokens else None,
         )
 
     def _error(self, error: dict[str, Any]) -> LLMError:

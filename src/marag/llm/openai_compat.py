@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 
 from marag.errors import LLMError
-from marag.llm.chat import ChatModel, Completion
+from marag.llm.chat import LOGPROB_ALTERNATIVES, ChatModel, Completion, openai_logprobs
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 _RETRY_STATUS = {429, 500, 502, 503, 504}
@@ -19,6 +19,9 @@ _RETRY_STATUS = {429, 500, 502, 503, 504}
 
 class OpenAICompatLLM(ChatModel):
     kind = "openai"
+    # the chat API's `logprobs` (OpenAI, vLLM, llama.cpp's server; a server without it
+    # answers without them, and the caller's signal is then missing, not wrong)
+    supports_logprobs = True
 
     def __init__(
         self,
@@ -44,7 +47,7 @@ class OpenAICompatLLM(ChatModel):
         key = os.environ.get(self.api_key_env)
         return {"Authorization": f"Bearer {key}"} if key else {}  # local servers need none
 
-    async def _complete(self, messages, json_schema, temperature, max_tokens, seed) -> Completion:
+    async def _complete(self, messages, json_schema, temperature, max_tokens, seed, logprobs: bool = False) -> Completion:
         body: dict[str, Any] = {
             "model": self.model,
             "messages": messages,
@@ -53,6 +56,8 @@ class OpenAICompatLLM(ChatModel):
         }
         if seed is not None:
             body["seed"] = seed
+        if logprobs:
+            body.update(logprobs=True, top_logprobs=LOGPROB_ALTERNATIVES)
         if json_schema is not None:
             name = re.sub(r"[^a-zA-Z0-9_-]", "_", str(json_schema.get("title", "output")))[:64]
             body["response_format"] = {
@@ -70,6 +75,7 @@ class OpenAICompatLLM(ChatModel):
                 finish_reason=choice.get("finish_reason"),
                 # servers that cache prompt prefixes (llama.cpp, vLLM, OpenAI) report it here
                 reused_prompt_tokens=int((usage.get("prompt_tokens_details") or {}).get("cached_tokens") or 0),
+                logprobs=openai_logprobs((choice.get("logprobs") or {}).get("content")) if logprobs else None,
             )
         except (KeyError, IndexError, TypeError, AttributeError, ValueError):
             raise LLMError(

@@ -9,6 +9,11 @@ A reply is a string (sent as is), a dict or list (sent as JSON) or a pydantic ob
 Structured replies go through the same validation and repair path as a real model's, so
 a script `["not json", {"answer": "x"}]` exercises the repair round trip.
 
+`logprob`: a number, or a function of the reply's text giving one, makes it a backend
+with `supports_logprobs`: every token of a reply (its words, spaces and punctuation,
+split by `scripted_tokens`) gets that log-probability, so a test can script a sure or
+an unsure reader.
+
     llm = ScriptedLLM(["not json", {"answer": "Paris"}])
     r = asyncio.run(llm.generate([Message(role="user", content="capital?")], output=Answer))
     assert r.parsed.answer == "Paris" and len(llm.calls) == 2
@@ -17,6 +22,7 @@ a script `["not json", {"answer": "x"}]` exercises the repair round trip.
 from __future__ import annotations
 
 import json
+import re
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -26,6 +32,7 @@ from pydantic import BaseModel
 
 from marag.errors import MaragError
 from marag.llm.chat import ChatModel, Completion, current_output_model
+from marag.trace import TokenLogprob
 
 Reply = str | dict | list | BaseModel
 Match = str | Callable[[str], bool]
@@ -53,15 +60,18 @@ class ScriptedLLM(ChatModel):
         rules: Iterable[tuple[Match, Reply]] = (),
         fn: Callable[[list[dict[str, str]], type[BaseModel] | None], Reply] | None = None,
         model: str = "scripted",
+        logprob: float | Callable[[str], float] | None = None,
         **kwargs: Any,
     ):
         super().__init__(model, **kwargs)
         self.responses: deque[Reply] = deque(responses)
         self.rules = list(rules)
         self.fn = fn
+        self.logprob = logprob
+        self.supports_logprobs = logprob is not None  # (an instance's capability: scripted per test)
         self.calls: list[ScriptedCall] = []
 
-    async def _complete(self, messages, json_schema, temperature, max_tokens, seed) -> Completion:
+    async def _complete(self, messages, json_schema, temperature, max_tokens, seed, logprobs: bool = False) -> Completion:
         output = current_output_model()
         last_user = next((m["content"] for m in reversed(messages) if m["role"] == "user"), "")
         reply = self._next_reply(messages, output, last_user)
@@ -72,7 +82,14 @@ class ScriptedLLM(ChatModel):
             prompt_tokens=sum(len(m["content"].split()) for m in messages),
             completion_tokens=len(text.split()),
             finish_reason="stop",
+            logprobs=self._logprobs(text) if logprobs else None,
         )
+
+    def _logprobs(self, text: str) -> list[TokenLogprob] | None:
+        if self.logprob is None:
+            return None
+        value = float(self.logprob(text) if callable(self.logprob) else self.logprob)
+        return [TokenLogprob(token=t, logprob=value, runner_up=None) for t in scripted_tokens(text)]
 
     def _next_reply(self, messages, output, last_user: str) -> Reply:
         for match, reply in self.rules:
@@ -86,6 +103,12 @@ class ScriptedLLM(ChatModel):
             f"scripted LLM has no reply for call #{len(self.calls) + 1} (last user message: {last_user[:200]!r})",
             hint="add a response, a rule matching this message, or an fn to the ScriptedLLM",
         )
+
+
+def scripted_tokens(text: str) -> list[str]:
+    """A reply cut into tokens as a scripted model writes them: runs of word
+    characters, runs of spaces and single other characters (together, the text)."""
+    return re.findall(r"\w+|\s+|[^\w\s]", text)
 
 
 def placeholder_reply(messages: list[dict[str, str]], output: type[BaseModel] | None) -> Reply:

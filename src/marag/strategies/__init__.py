@@ -1,5 +1,6 @@
 """Strategies: one module per method, registered by name."""
 
+from marag.strategies import auto as _auto  # noqa: F401
 from marag.strategies import baselines as _baselines  # noqa: F401  (registers built-ins)
 from marag.strategies import ginger as _ginger  # noqa: F401
 from marag.strategies import ircot as _ircot  # noqa: F401

@@ -7,7 +7,7 @@ import asyncio
 import time
 import warnings
 from collections.abc import Iterable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any, ClassVar, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -18,7 +18,7 @@ from marag.index.base import Hit, Retriever
 from marag.llm.base import LLM
 from marag.llm.budget import Budget, activate_budget
 from marag.registry import Registry
-from marag.trace import Trace, activate
+from marag.trace import TokenLogprob, Trace, activate
 
 STRATEGIES: Registry[type["Strategy"]] = Registry("strategies")
 T = TypeVar("T")
@@ -27,6 +27,20 @@ T = TypeVar("T")
 class RoleNameWarning(MaragWarning, FutureWarning):
     """A bare role name (`planner`) where a qualified one (`mrag.planner`) is meant:
     still accepted, to be written the new way."""
+
+
+@dataclass(frozen=True)
+class FirstPass:
+    """What one retrieval and one read produced: the passages read, in rank order, and
+    the answer, with the reader's raw reply and its tokens' log-probabilities when the
+    backend gave them. `auto` routes on it, and an agent it sends the question on to
+    starts from it (`Strategy.solve_from`) instead of searching and reading it again."""
+
+    question: str
+    hits: tuple[Hit, ...]
+    answer: str
+    reply: str = ""  # the reader's raw reply (JSON), which the tokens spell
+    logprobs: tuple[TokenLogprob, ...] | None = None
 
 
 class Source(BaseModel):
@@ -254,6 +268,12 @@ class Strategy:
 
     async def solve(self, question: str) -> tuple[str, list[Hit]]:
         raise NotImplementedError
+
+    async def solve_from(self, first: FirstPass) -> tuple[str, list[Hit]]:
+        """Answer `first.question` continuing from a first pass (`auto` escalating): a
+        strategy that can use what was already retrieved and read overrides this (UniRAG
+        takes it as its first search). By default it starts over."""
+        return await self.solve(first.question)
 
     async def search(self, query: str, k: int, offset: int = 0) -> list[Hit]:
         """Retrieval off the event loop, so other questions' LLM calls keep going."""

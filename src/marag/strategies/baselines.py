@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from marag.agents.answerer import Answerer, AnswerInput, Passage
+from marag.agents.answerer import Answerer, AnswerInput, AnswerOutput, AnswerStyle, Passage
 from marag.agents.cot import REASONING_MAX_CHARS, ChainOfThought
 from marag.index.base import Hit
 from marag.strategies.base import STRATEGIES, AnsweringConfig, Strategy, register_variant
@@ -76,13 +76,19 @@ class VanillaRAG(Strategy):
     agents = (Answerer,)
 
     async def solve(self, question: str) -> tuple[str, list[Hit]]:
-        hits = await self.search(question, self.config.k)
-        record_read(hits)
-        passages = [Passage(title=h.title, text=h.text) for h in hits]
-        out = await Answerer(self.config.style())(
-            self.llm, AnswerInput(question=question, passages=passages), temperature=self.config.temperature
-        )
+        out, hits = await read_once(self, question, self.config.k, self.config.style(), self.config.temperature)
         return out.answer, hits
+
+
+async def read_once(strategy: Strategy, question: str, k: int, style: AnswerStyle, temperature: float = 0.0) -> tuple[AnswerOutput, list[Hit]]:
+    """Retrieve-then-read: the question's top `k` passages, read once by the answerer
+    (in its own trace step, `answerer`, which asks for the tokens' log-probabilities).
+    `vanilla_rag` is this; `auto`'s first pass is this."""
+    hits = await strategy.search(question, k)
+    record_read(hits)
+    passages = [Passage(title=h.title, text=h.text) for h in hits]
+    out = await Answerer(style)(strategy.llm, AnswerInput(question=question, passages=passages), temperature=temperature)
+    return out, hits
 
 
 # More passages for the same single retrieval: an agent's gain over k=2 should be more

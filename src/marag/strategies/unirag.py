@@ -75,7 +75,7 @@ from marag.agents.search.memory import SearchMemory, flattened
 from marag.index.base import Hit
 from marag.index.rerank import EmbeddingReranker
 from marag.llm.budget import budget_spent, grace
-from marag.strategies.base import ANSWER_PAPER_SETTINGS, STRATEGIES, AnsweringConfig, PaperSwitch, Strategy, register_variant
+from marag.strategies.base import ANSWER_PAPER_SETTINGS, STRATEGIES, AnsweringConfig, FirstPass, PaperSwitch, Strategy, register_variant
 from marag.trace import record_read, step
 
 PAPER_SETTINGS: dict[str, Any] = {
@@ -92,6 +92,8 @@ PAPER_SETTINGS: dict[str, Any] = {
     "focused": False,
     "later_doc_chars": None,
 }
+DEFAULT_FLOOR = 2  # the evidence floor's default, also for a first pass taken over in paper mode (floor 0)
+
 # The paper's retrieval, which `paper=true` also selects: not additions, but our defaults
 # show fewer documents per search (8, not re-ranked), which a small local model reads better.
 # (And the reflector's first 600 characters of each document, our bound before `focused`:
@@ -143,7 +145,7 @@ class UniRAGConfig(PaperSwitch, AnsweringConfig):
     # when the reflector finds no evidence in a search, its top N documents (clipped to
     # raw_doc_chars) stand in (ours: the 0.5B reference model's reflector answered "nothing
     # found" to 8 of 8 searches of a question whose first search held both gold documents)
-    evidence_floor: int = Field(default=2, ge=0, le=20)
+    evidence_floor: int = Field(default=DEFAULT_FLOOR, ge=0, le=20)
     # after each search, up to N documents read so far that the question or a source
     # document names by title join the sources (and the memory, clipped like the floor).
     # Ours: the reference model's reflector cited no document in 69 searches, and the
@@ -207,10 +209,22 @@ class UniRAG(Strategy):
         return cfg.later_doc_chars if cfg.doc_chars is None else min(cfg.later_doc_chars, cfg.doc_chars)
 
     async def solve(self, question: str) -> tuple[str, list[Hit]]:
+        return await self._solve(question, None)
+
+    async def solve_from(self, first: FirstPass) -> tuple[str, list[Hit]]:
+        """Continue from a first pass (`auto`): its passages are the question's first
+        search, taken into the working memory as the evidence floor, named and linked
+        documents take them (no reflector call: they were read once already), and the
+        planner goes on from there."""
+        return await self._solve(first.question, first)
+
+    async def _solve(self, question: str, first: FirstPass | None) -> tuple[str, list[Hit]]:
         cfg = self.config
         memory = SearchMemory(self.search, unseen_only=cfg.memory)
         steps: list[MemoryStep] = []
         cited: dict[str, Hit] = {}
+        if first is not None and first.hits:
+            steps.append(await self._from_first(first, memory, cited))
         if cfg.planning:
             await self._react(question, memory, steps, cited)
         else:
@@ -232,10 +246,21 @@ class UniRAG(Strategy):
             s.outputs = {"chain": render_memory(steps), "searches": sum(x.action == "search" for x in steps)}
         return out.answer, list(cited.values())
 
+    async def _from_first(self, first: FirstPass, memory: SearchMemory, cited: dict[str, Hit]) -> MemoryStep:
+        """The first pass as the working memory's first search (for the question itself):
+        its passages count as read and as that query's first page."""
+        question, hits = first.question, list(first.hits)
+        query = clip(question, QUERY_MAX_CHARS)
+        with step("first_pass", query=query) as s:
+            s.outputs = {"chunk_ids": [h.chunk_id for h in hits], "answer": first.answer}
+        memory.mark_read(hits)
+        memory.advance(query, len(hits))
+        return await self._take(question, PlanStep(thought="", action="search", query=query), hits, memory, cited, reflect=False)
+
     async def _react(self, question: str, memory: SearchMemory, steps: list[MemoryStep], cited: dict[str, Hit]) -> None:
         cfg = self.config
-        searches = 0
-        if cfg.question_first and not budget_spent():
+        searches = len(steps)  # a first pass taken over is the first search
+        if cfg.question_first and not steps and not budget_spent():
             # no thought of ours in the memory: the reference model copied one ("What a
             # search for the question itself finds.") into its next query
             first = PlanStep(thought="", action="search", query=clip(question, QUERY_MAX_CHARS))
@@ -304,20 +329,29 @@ class UniRAG(Strategy):
                 hits = (await memory.page(plan.query, cfg.k)).hits
             s.outputs = {"chunk_ids": [h.chunk_id for h in hits]}
         record_read(hits)
+        return await self._take(question, plan, hits, memory, cited)
+
+    async def _take(self, question: str, plan: PlanStep, hits: list[Hit], memory: SearchMemory, cited: dict[str, Hit],
+                    reflect: bool = True) -> MemoryStep:  # fmt: skip
+        """A search's documents into the working memory: the reflector's evidence (none
+        without `reflect`), else the evidence floor, then named and linked documents."""
+        cfg = self.config
         if not cfg.reflector:  # ablation: the raw documents are the evidence
             evidence = self._whole(hits, cited)
         else:
             about = f"{plan.query} {question}" if cfg.focused else ""
             docs = [doc_from_hit(h, self._doc_chars(i), about=about) for i, h in enumerate(hits)]
-            r = await self._call(Reflector(), ReflectInput(question=question, query=plan.query, documents=docs)) if hits else None
+            r = await self._call(Reflector(), ReflectInput(question=question, query=plan.query, documents=docs)) if hits and reflect else None
             evidence = []
             for f in (r.evidence if r and r.found else []):
                 if 1 <= f.doc <= len(hits) and f.text.strip():
                     h = hits[f.doc - 1]
                     evidence.append(Evidence(source=h.chunk_id, text=f.text.strip()))
                     cited.setdefault(h.chunk_id, h)
-            if not evidence and cfg.evidence_floor and hits:
-                floor = hits[: cfg.evidence_floor]
+            # (documents taken over unread by the reflector always get the floor)
+            floor_n = cfg.evidence_floor or (0 if reflect else DEFAULT_FLOOR)
+            if not evidence and floor_n and hits:
+                floor = hits[:floor_n]
                 with step("evidence_floor", query=plan.query) as g:
                     g.outputs = {"chunk_ids": [h.chunk_id for h in floor]}
                 evidence = self._whole(floor, cited)

@@ -18,6 +18,16 @@ from typing import Any, Iterable, Iterator
 from pydantic import BaseModel, Field
 
 
+class TokenLogprob(BaseModel):
+    """One generated token and the model's own log-probability for it (before any
+    grammar or sampler narrowed the choice), with the best other token's
+    (`runner_up`): how sure the model was of each token it wrote."""
+
+    token: str
+    logprob: float
+    runner_up: float | None = None
+
+
 class LLMCall(BaseModel):
     model: str
     messages: list[dict[str, str]]
@@ -33,6 +43,9 @@ class LLMCall(BaseModel):
     cached: bool = False  # answered from marag's own response cache: nothing was spent
     repaired: bool = False
     error: str | None = None
+    # the reply's tokens with their log-probabilities, when the caller asked for them and
+    # the backend gives them (answering roles do: `auto` routes on the reader's confidence)
+    logprobs: list[TokenLogprob] | None = None
 
 
 class SearchCall(BaseModel):

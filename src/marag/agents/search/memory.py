@@ -154,6 +154,13 @@ class SearchMemory:
             self.queries.setdefault(key, start)  # issued, still at the same place in its ranking
         return Page(query=query, hits=hits, ranks=ranks, offset=start, new=new, skipped=skipped, exhausted=exhausted)
 
+    def advance(self, query: str, n: int) -> None:
+        """Record a page of `n` hits of `query` read elsewhere (a first pass taken over):
+        the query counts as issued, and asking it again continues after them."""
+        key = normalize_query(query)
+        self.queries[key] = self.queries.get(key, 0) + n
+        self.pages[key] = self.pages.get(key, 0) + 1
+
     def mark_read(self, hits: list[Hit]) -> None:
         for h in hits:
             self.read.setdefault(h.chunk_id, h)
