@@ -20,8 +20,9 @@ from the question, searched and reflected, then one answer) and `unirag_1search`
 
 Our additions (each off with `paper=true`): the search memory (a search returns only
 documents no earlier search of the question returned; a query that repeats an earlier
-one is sent back to the planner once, and a planner that repeats itself again goes to
-the final answer, `marag.agents.search.memory`), queries cleaned of copied bookkeeping,
+one ends the search and goes to the final answer, or with `second_chance` is sent back
+to the planner once first, `marag.agents.search.memory`), `terse` (a thought of a few
+words, at most two one-fact statements of evidence), queries cleaned of copied bookkeeping,
 `search_first` (a final answer before any search is turned into a search for the
 question, recorded as a guard step: small models answer at once from nothing), the
 `evidence_floor` (a search whose reflection gives no evidence keeps its top 2 documents,
@@ -91,6 +92,7 @@ PAPER_SETTINGS: dict[str, Any] = {
     "answer_from": "memory",
     "focused": False,
     "later_doc_chars": None,
+    "terse": False,
 }
 DEFAULT_FLOOR = 2  # the evidence floor's default, also for a first pass taken over in paper mode (floor 0)
 
@@ -139,6 +141,16 @@ class UniRAGConfig(PaperSwitch, AnsweringConfig):
     # (1 better, 2 worse), ~1,828 -> 1,774. Kept as tuning chose it (RESULTS.md)
     later_doc_chars: int | None = Field(default=175, ge=50)
     paper: bool = False  # only the paper's behaviour: PAPER_SETTINGS
+    # the planner's thought in a few words and the reflector's evidence in at most two
+    # one-fact statements (ours; `Planner` and `Reflector` say why): generated tokens
+    # are the slower half of an agent's seconds on a CPU
+    terse: bool = True
+    # a refused query (a repeat, or unrelated) is sent back to the planner once, told
+    # which queries it used, before the final answer (ours, the default until 2026-12-07).
+    # With the default model it wrote a new query 4 times of 33 (HotpotQA 51-80; 29 times
+    # it repeated itself), so the extra planner call, on most questions, bought nothing:
+    # off by default, a refused query ends the search (`memory` still refuses repeats)
+    second_chance: bool = False
     memory: bool = True
     clean_queries: bool = True
     search_first: bool = True
@@ -269,15 +281,20 @@ class UniRAG(Strategy):
         while (cfg.max_searches is None or searches < cfg.max_searches) and not budget_spent():
             left = None if cfg.max_searches is None else cfg.max_searches - searches
             plan_in = PlanInput(question=question, memory=steps, searches_left=left)
-            plan = await self._call(Planner(), plan_in)
+            plan = await self._call(Planner(cfg.terse), plan_in)
             query = self._query(plan.query)
             if plan.action == "search" and query and (why := self._refusal(query, question, steps, memory)):
+                if not cfg.second_chance:  # nothing new is left to search for: answer now
+                    with step("guard", rule=f"{why}: answer now", query=query) as g:
+                        g.status = "refused"
+                    steps.append(MemoryStep(thought=plan.thought, action="final_answer"))
+                    return
                 # a repeat (or a query about something else): the planner is asked once
                 # more, told which queries it used; whatever it decides then (a new
                 # query, or the final answer) stands
                 with step("guard", rule=why, query=query) as g:
                     g.status = "refused"
-                plan = await self._call(Planner(), plan_in.model_copy(update={"used": list(memory.queries)}))
+                plan = await self._call(Planner(cfg.terse), plan_in.model_copy(update={"used": list(memory.queries)}))
                 query = self._query(plan.query)
                 if plan.action == "search" and query and (why := self._refusal(query, question, steps, memory)):
                     # asked again, it repeats itself: nothing new is left to search for
@@ -341,7 +358,7 @@ class UniRAG(Strategy):
         else:
             about = f"{plan.query} {question}" if cfg.focused else ""
             docs = [doc_from_hit(h, self._doc_chars(i), about=about) for i, h in enumerate(hits)]
-            r = await self._call(Reflector(), ReflectInput(question=question, query=plan.query, documents=docs)) if hits and reflect else None
+            r = await self._call(Reflector(cfg.terse), ReflectInput(question=question, query=plan.query, documents=docs)) if hits and reflect else None
             evidence = []
             for f in (r.evidence if r and r.found else []):
                 if 1 <= f.doc <= len(hits) and f.text.strip():

@@ -58,12 +58,14 @@ def examples(run_dirs: Iterable[Path], first: str = "vanilla_rag_k5", agent: str
         run = Run(Path(path))
         records = {r.trace_id: r for r in run.results if r.strategy == first and r.error is None and r.trace_id}
         agents = {r.qid: r for r in run.results if r.strategy == agent and r.error is None and metric in r.metrics}
-        n = 0
+        n, model = 0, ""
         for trace in run.traces():
             rec = records.get(trace.id)
             seen = from_trace(trace) if rec is not None and metric in rec.metrics else None
             if rec is None or seen is None:
                 continue
+            # the reader as its calls name it (the model file), which `auto` compares with its own
+            model = model or next((c.model for c in trace.llm_calls()), "")
             quality = rec.metrics[metric]
             a = agents.get(rec.qid)
             out.append(Example(run.name, rec.qid, first_pass_signals(seen), quality >= right_at,
@@ -71,7 +73,7 @@ def examples(run_dirs: Iterable[Path], first: str = "vanilla_rag_k5", agent: str
                                Outcome(a.metrics[metric], rates.seconds(a.cost)) if a else None))  # fmt: skip
             n += 1
         runs.append({"run": run.name, "dataset": run.config.get("dataset", ""), "questions": n,
-                     "skip": run.config.get("skip", 0), "model": (run.config.get("llm") or {}).get("model") or ""})  # fmt: skip
+                     "skip": run.config.get("skip", 0), "model": model})  # fmt: skip
     return out, runs
 
 
