@@ -38,7 +38,7 @@ LlmBaseUrlOpt = Annotated[Optional[str], typer.Option(help="Base URL of an OpenA
 ThreadsOpt = Annotated[int, typer.Option(help="CPU threads for the local model (default: the cores this process may use).")]
 NCtxOpt = Annotated[
     Optional[int],
-    typer.Option("--n-ctx", help="Local model: total context in tokens, shared by its 4 slots (default: the model's context a slot x 4; 8192 a slot for the Qwen models)."),
+    typer.Option("--n-ctx", help="Local model: total context in tokens, shared by its 8 slots (default: the model's context a slot x 8; 8192 a slot for the Qwen models)."),
 ]
 LoraOpt = Annotated[Optional[Path], typer.Option(help="Local model: a LoRA adapter GGUF applied to it (from `marag train finetune`).")]
 LoraRolesOpt = Annotated[

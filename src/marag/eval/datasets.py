@@ -85,6 +85,13 @@ for _spec in [
     DatasetSpec("trec_rag24", "trec_rag24", "trec_rag24",
                 "TREC RAG'24 topics with NIST nuggets (no corpus included)", (), has_corpus=False, pool="none",
                 answer_style="long"),
+    # fresh report sets (run each configuration on them once, at the end of a piece of work)
+    DatasetSpec("hotpotqa_dev488", "hotpotqa_dev488", "paired",
+                "HotpotQA dev (distractor), 488 questions; 4,739 candidate paragraphs (report set)"),
+    DatasetSpec("2wiki_dev500", "2wiki_dev500", "paired",
+                "2WikiMultiHopQA dev, 500 questions; 3,301 candidate paragraphs (report set)"),
+    DatasetSpec("musique_dev100", "musique_dev100", "paired",
+                "MuSiQue-Ans dev, 100 questions of 2-4 hops with answer aliases; 1,603 paragraphs (report set)"),
     DatasetSpec("wiki_mix", "", "mix",
                 "HotpotQA + MuSiQue + NQ questions, interleaved, over the union of their pools (~3,500 passages)",
                 ("source",), pool="mixed", parts=("hotpotqa_train100", "musique_train100", "nq_open_oracle")),

@@ -33,7 +33,10 @@ class LLMConfig(BaseModel):
     api_key_env: str = "OPENAI_API_KEY"  # name of the variable holding the key, never the key
     threads: int = 2
     n_ctx: int | None = None  # llamacpp: total context, split among the n_parallel slots (None: the model's per-slot context x n_parallel)
-    n_parallel: int = 4
+    # llamacpp: slots, each with its own context and prompt cache. Twice the 4 questions in
+    # flight by default: a question's next call to a role finds that role's last prompt
+    # still in a slot and evaluates only what is new (see marag.llm.llamacpp)
+    n_parallel: int = 8
     verbosity: int = -1  # llamacpp: llama.cpp's log on stderr (-1 silent ... 3 chatty)
     # llamacpp: the same reply to the same request in every run (one slot, no prompt
     # cache); costs throughput. Part of a run's identity: its answers differ.

@@ -21,8 +21,8 @@ from the question, searched and reflected, then one answer) and `unirag_1search`
 Our additions (each off with `paper=true`): the search memory (a search returns only
 documents no earlier search of the question returned; a query that repeats an earlier
 one ends the search and goes to the final answer, or with `second_chance` is sent back
-to the planner once first, `marag.agents.search.memory`), `terse` (a thought of a few
-words, at most two one-fact statements of evidence), queries cleaned of copied bookkeeping,
+to the planner once first, `marag.agents.search.memory`), `terse` (the planner's thought
+cut at 120 characters), queries cleaned of copied bookkeeping,
 `search_first` (a final answer before any search is turned into a search for the
 question, recorded as a guard step: small models answer at once from nothing), the
 `evidence_floor` (a search whose reflection gives no evidence keeps its top 2 documents,
@@ -141,9 +141,8 @@ class UniRAGConfig(PaperSwitch, AnsweringConfig):
     # (1 better, 2 worse), ~1,828 -> 1,774. Kept as tuning chose it (RESULTS.md)
     later_doc_chars: int | None = Field(default=175, ge=50)
     paper: bool = False  # only the paper's behaviour: PAPER_SETTINGS
-    # the planner's thought in a few words and the reflector's evidence in at most two
-    # one-fact statements (ours; `Planner` and `Reflector` say why): generated tokens
-    # are the slower half of an agent's seconds on a CPU
+    # the planner's thought cut at 120 characters, not 200 (ours; `Planner` says why):
+    # generated tokens are the slower half of an agent's seconds on a CPU
     terse: bool = True
     # a refused query (a repeat, or unrelated) is sent back to the planner once, told
     # which queries it used, before the final answer (ours, the default until 2026-12-07).
@@ -358,7 +357,7 @@ class UniRAG(Strategy):
         else:
             about = f"{plan.query} {question}" if cfg.focused else ""
             docs = [doc_from_hit(h, self._doc_chars(i), about=about) for i, h in enumerate(hits)]
-            r = await self._call(Reflector(cfg.terse), ReflectInput(question=question, query=plan.query, documents=docs)) if hits and reflect else None
+            r = await self._call(Reflector(), ReflectInput(question=question, query=plan.query, documents=docs)) if hits and reflect else None
             evidence = []
             for f in (r.evidence if r and r.found else []):
                 if 1 <= f.doc <= len(hits) and f.text.strip():

@@ -30,6 +30,7 @@ from marag.corpus.loaders import (  # noqa: F401  (imported for registration)
     jsonl,
     musique,
     nq,
+    paired,
     questions,
     trec_rag24,
 )
