@@ -84,7 +84,9 @@ def test_settings_that_name_a_model_file_or_url_are_refused_in_requests(data_dir
     llm = LLMConfig(backend="scripted")
     for strategy, options in [("kair", {"generator": LEAKY_LLM}), ("mrag", {"role_llms": {"answerer": {"backend": "llamacpp", "lora": "/etc/passwd"}}}),
                               ("ginger", {"k": 5, "cross_encoder": {"model": "/tmp/x.onnx", "tokenizer": "/tmp/t.json"}}),
-                              ("kair_paper", {"generator": {"cache_dir": "/tmp/anywhere"}})]:  # fmt: skip
+                              ("kair_paper", {"generator": {"cache_dir": "/tmp/anywhere"}}),
+                              ("auto", {"router": "/etc/passwd"}),
+                              ("auto", {"agent_settings": {"generator": LEAKY_LLM}, "agent": "kair"})]:  # fmt: skip
         key = next(k for k in options if k != "k")
         with pytest.raises(MaragError, match=f"strategy {strategy!r}: {key!r} cannot be set in a request.*set when the server starts") as err:
             eval_config("hotpotqa_train100", [strategy], 1, {strategy: options}, None, llm, str(data_dir))
@@ -116,6 +118,7 @@ def test_every_setting_that_could_name_a_model_file_url_or_variable_is_operator_
     assert {"generator"} <= operator_only_fields(STRATEGIES.get("kair").Config)
     assert {"role_llms"} <= operator_only_fields(STRATEGIES.get("mrag").Config)
     assert {"cross_encoder"} <= operator_only_fields(STRATEGIES.get("ginger").Config)
+    assert {"router", "agent_settings"} <= operator_only_fields(STRATEGIES.get("auto").Config)
 
 
 def test_many_strategies_make_a_short_valid_run_id(data_dir, tmp_path):

@@ -162,3 +162,13 @@ def test_openai_backend_against_the_local_http_endpoint(llm, nq, monkeypatch):
     monkeypatch.setenv("MARAG_TEST_LOCAL_KEY", llm.http_api_key)
     r = asyncio.run(remote.generate(prompt(nq[0]), output=ShortAnswer, max_tokens=128))
     check([r], nq[:1])
+
+
+def test_answer_tokens_carry_the_models_log_probabilities(llm, nq):
+    """Asked for them, llama.cpp gives each generated token's log-probability from the
+    model's own distribution (before the JSON grammar), and the best other token's."""
+    r = asyncio.run(llm.generate(prompt(nq[0]), output=ShortAnswer, max_tokens=64, logprobs=True))
+    assert r.logprobs and "".join(t.token for t in r.logprobs) == r.text
+    assert all(t.logprob <= 0.0 for t in r.logprobs) and any(t.runner_up is not None for t in r.logprobs)
+    plain = asyncio.run(llm.generate(prompt(nq[0]), output=ShortAnswer, max_tokens=64))
+    assert plain.logprobs is None  # only when asked

@@ -67,3 +67,14 @@ def test_ginger(llm, index):
     assert len(ans.answer.split()) <= 80
     for s in ans.details["sentences"]:
         assert s["passages"]  # every sentence names the passages it came from
+
+
+def test_auto_routes_on_the_real_readers_confidence(llm, index):
+    # every question sent on (escalate=1), so the agent's continuation runs too
+    ans, roles = run("auto", llm, index, {"escalate": 1.0, "agent_settings": {"max_searches": 2}})
+    route = next(s for s in ans.trace.steps if s.agent == "route")
+    assert roles[:3] == ["search", "answerer", "route"] and route.outputs["decision"] == "unirag"
+    assert route.outputs["signals"]["lp_min"] is not None and route.outputs["signals"]["lp_min"] <= 0
+    assert "first_pass" in roles and ans.details["path"] == "unirag" and ans.answer.strip()
+    kept, _ = run("auto", llm, index, {"escalate": 0.0})
+    assert kept.usage["llm_calls"] <= 2 and kept.details["path"] == "first_pass"  # the read (and at most its recheck)

@@ -6,7 +6,8 @@ directories is one example: its signals, read back from its trace
 (`strategies.auto.signals.from_trace`), and its label, whether that answer was right
 (its `f1` at least 0.5 by default). A logistic regression (scikit-learn) on the
 standardized signals that separate on their own (single-signal AUROC at least
-`min_auroc`, either direction) is the router; its AUROC is cross-validated (5 folds),
+`min_auroc`, either direction), at the regularization strength that separates best out
+of fold (L2 or L1), is the router; its AUROC is cross-validated (5 folds),
 and the same out-of-fold scores give the knob's scale (their quantiles) and, where the
 runs also hold the agent's answers to the same questions, the quality-cost curve whose
 knee is the default share sent on. The result is a `RouterFile`: JSON, no pickle.
@@ -116,7 +117,8 @@ def signal_aurocs(exs: list[Example]) -> dict[str, float]:
     return out
 
 
-def fit(exs: list[Example], runs: list[dict], *, features: Sequence[str] | None = None, min_auroc: float = 0.55, c: float = 1.0,
+def fit(exs: list[Example], runs: list[dict], *, features: Sequence[str] | None = None, min_auroc: float = 0.55,
+        cs: Sequence[float] = (0.03, 0.1, 0.3, 1.0),
         folds: int = 5, escalate: float | None = None, label: str = "f1 >= 0.5", first: str = "vanilla_rag_k5",
         agent: str | None = "unirag", seed: int = 0) -> Fitted:  # fmt: skip
     """The router for these examples (see the module docstring). `features`: use these
@@ -142,9 +144,23 @@ def fit(exs: list[Example], runs: list[dict], *, features: Sequence[str] | None 
     scale = x.std(axis=0)
     scale = np.where(scale > 1e-12, scale, 1.0)
     z = (x - mean) / scale
-    model = LogisticRegression(C=c, max_iter=5000)
     k = int(min(folds, labels.sum(), len(labels) - labels.sum()))
-    cv_scores = cross_val_predict(model, z, labels, cv=StratifiedKFold(k, shuffle=True, random_state=seed), method="predict_proba")[:, 1]
+    folds_ = StratifiedKFold(k, shuffle=True, random_state=seed)
+    # the regularization that separates best out of fold, among L2 (all signals, shrunk)
+    # and L1 (only those that add something) at the strengths `cs`: a few hundred
+    # examples and a dozen correlated signals overfit at the default strength
+    def model_for(penalty: str, strength: float):
+        return LogisticRegression(l1_ratio=1.0 if penalty == "l1" else 0.0, C=strength, solver="liblinear", max_iter=5000)
+
+    best = None
+    for penalty in ("l2", "l1"):
+        for strength in cs:
+            scores_c = cross_val_predict(model_for(penalty, strength), z, labels, cv=folds_, method="predict_proba")[:, 1]
+            a = auroc(scores_c, labels.astype(bool).tolist())
+            if best is None or a > best[0] + 1e-9:
+                best = (a, penalty, strength, scores_c)
+    _, penalty, c, cv_scores = best
+    model = model_for(penalty, c)
     model.fit(z, labels)
     train_scores = model.predict_proba(z)[:, 1]
     scores = {ex.qid + "@" + ex.run: s for ex, s in zip(exs, cv_scores)}
@@ -160,7 +176,7 @@ def fit(exs: list[Example], runs: list[dict], *, features: Sequence[str] | None 
         if fitted.knee is None:
             raise MaragError("the runs hold no answers of the agent to choose the default share by",
                              hint=f"add runs with {agent} on the same questions, or give --escalate SHARE")  # fmt: skip
-        escalate = fitted.knee.escalated
+        escalate = _share_below(cv_scores, fitted.knee, sorted(scores[ex.qid + "@" + ex.run] for ex in with_agent))
     fitted.router = RouterFile(
         format=ROUTER_FORMAT, features=names, mean=mean.tolist(), scale=scale.tolist(), weights=model.coef_[0].tolist(),
         intercept=float(model.intercept_[0]), quantiles=np.quantile(cv_scores, np.linspace(0, 1, 101)).tolist(),
@@ -168,10 +184,25 @@ def fit(exs: list[Example], runs: list[dict], *, features: Sequence[str] | None 
         model=next((r["model"] for r in runs if r.get("model")), ""), trained_on=runs,
         auroc={"cross_validated": round(auroc(cv_scores, labels.astype(bool).tolist()), 4),
                "train": round(auroc(train_scores, labels.astype(bool).tolist()), 4),
-               "examples": float(len(exs)), "right": float(labels.sum())},
+               "examples": float(len(exs)), "right": float(labels.sum()), "C": float(c), "l1": float(penalty == "l1")},
         created=datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
     )  # fmt: skip
     return fitted
+
+
+def _share_below(all_scores: np.ndarray, point: Point, agent_scores: list[float]) -> float:
+    """The knee as a share of *every* training question: the knee sends the m
+    lowest-scored questions that have the agent's answer on, so its threshold lies
+    between the m-th and the (m+1)-th of their scores; the share of all training scores
+    below it is the knob's value (the questions without the agent's answer, NQ's say,
+    count in the knob's scale too)."""
+    m = round(point.escalated * len(agent_scores))
+    if m <= 0:
+        return 0.0
+    if m >= len(agent_scores):
+        return 1.0
+    threshold = (agent_scores[m - 1] + agent_scores[m]) / 2
+    return float(np.mean(all_scores < threshold))
 
 
 def check(router: Router, exs: list[Example]) -> dict[str, float]:
