@@ -25,7 +25,7 @@ from marag.agents.search.memory import flattened
 from marag.eval.quality_cost import RATES, knee, knob_curve, oracle
 from marag.eval.report import Run
 from marag.strategies.auto.router import Router
-from marag.train.router import auroc, examples, fit, signal_aurocs
+from marag.train.router import auroc, examples, fit, key_of, signal_aurocs
 
 
 def second_read_agreement(run_dirs: list[Path], first: str) -> dict[str, float]:
@@ -36,7 +36,7 @@ def second_read_agreement(run_dirs: list[Path], first: str) -> dict[str, float]:
         k5 = {r.qid: r.prediction for r in run.results if r.strategy == first and r.error is None}
         for r in run.results:
             if r.strategy == "vanilla_rag" and r.error is None and r.qid in k5:
-                out[f"{run.name}@{r.qid}"] = float(flattened(r.prediction or "") == flattened(k5[r.qid] or ""))
+                out[key_of(run.name, r.qid)] = float(flattened(r.prediction or "") == flattened(k5[r.qid] or ""))
     return out
 
 
@@ -66,10 +66,10 @@ def main() -> None:
     print("|---|---:|" + "---:|" * len(names))
     for sig in sorted(pooled, key=lambda s: -(pooled[s] if math.isfinite(pooled[s]) else 0)):
         print(f"| {sig} | {pooled[sig]:.3f} | " + " | ".join(f"{sets[n][sig]:.3f}" for n in names) + " |")
-    with_second = [e for e in exs if f"{e.run}@{e.qid}" in agree]
+    with_second = [e for e in exs if e.key in agree]
     if with_second:
-        a = auroc([agree[f"{e.run}@{e.qid}"] for e in with_second], [e.right for e in with_second])
-        share = sum(agree[f"{e.run}@{e.qid}"] for e in with_second) / len(with_second)
+        a = auroc([agree[e.key] for e in with_second], [e.right for e in with_second])
+        share = sum(agree[e.key] for e in with_second) / len(with_second)
         print(f"| second read agrees (k=2, one more call; n={len(with_second)}, {share:.0%} agree) | {max(a, 1 - a):.3f} | |")
 
     if args.fit:
@@ -82,12 +82,14 @@ def main() -> None:
               f"(best single signal {max(v for v in pooled.values() if math.isfinite(v)):.3f})")  # fmt: skip
     with_agent = [e for e in exs if e.agent is not None]
     if with_agent:
-        router = Router.load(args.router) if not args.fit else Router(fitted.router)
-        firsts = {f"{e.run}@{e.qid}": e.first for e in with_agent}
-        agents = {f"{e.run}@{e.qid}": e.agent for e in with_agent if e.agent is not None}
-        scores = {f"{e.run}@{e.qid}": router.score(e.signals) for e in with_agent}
-        curve = knob_curve(firsts, agents, scores)
-        best, k = oracle(firsts, agents), knee(curve)
+        firsts = {e.key: e.first for e in with_agent}
+        agents = {e.key: e.agent for e in with_agent if e.agent is not None}
+        if args.fit:  # the fit's own curve: out-of-fold scores, not the final model's on its training answers
+            curve, best, k = fitted.curve, fitted.oracle, fitted.knee
+        else:
+            router = Router.load(args.router)
+            curve = knob_curve(firsts, agents, {e.key: router.score(e.signals) for e in with_agent})
+            best, k = oracle(firsts, agents), knee(curve)
         print(f"\nquality-cost over the share sent on (f1; machine seconds at {RATES.label()}; n={len(with_agent)}):\n")
         print("| sent on | f1 | s/q |\n|---:|---:|---:|")
         for share in (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.7, 1.0):

@@ -281,3 +281,56 @@ def test_the_quality_cost_chart_is_written_for_a_run_with_auto(tmp_path, marag, 
     assert "## Quality and cost" in report and "auto's knob" in report and "Oracle router" in report
     assert "| auto |" in report and "evaluated prompt tok/q" in report
     assert (run / "quality_cost.png").stat().st_size > 5000
+
+
+def sentence_reader(recheck_fails: bool = False) -> ScriptedLLM:
+    """A first reader that writes a sentence, writes it again when told to shorten it
+    (or, `recheck_fails`, writes nothing usable twice), and a span reader that cuts it
+    to the name: the answer that stands is the span, not the reader's reply."""
+    sentence = "The novel Salt Winter was written by the printer Maren Holt in 1931."
+
+    def fn(messages, output):
+        if output.__name__ == "Span":
+            return {"answer": "Maren Holt"}
+        if len(messages) > 2:  # the recheck's turn
+            return "not json" if recheck_fails else {"answer": sentence}
+        return {"answer": sentence}
+
+    return ScriptedLLM(fn=fn, logprob=lambda reply: -0.2 if "Salt" in reply else -2.0)
+
+
+@pytest.mark.parametrize("recheck_fails", [False, True])
+def test_the_trace_is_read_back_as_the_live_route_saw_it_after_a_recheck_and_a_span(retriever, tmp_path, recheck_fails):
+    read = asyncio.run(make_strategy("vanilla_rag_k5", sentence_reader(recheck_fails), retriever).run(QUESTION))
+    live = asyncio.run(auto(sentence_reader(recheck_fails), retriever, tmp_path, escalate=0.0).run(QUESTION))
+    assert steps(read)[1:] == ["answerer", "span", "span_applied"]
+    rechecked = next(s for s in read.trace.steps if s.agent == "answerer")
+    assert len(rechecked.llm_calls) == 2 and (rechecked.llm_calls[-1].error is not None) == recheck_fails  # (a repair is part of its call)
+    first = from_trace(read.trace)
+    assert first.answer == read.answer == live.answer  # the answer that stood, after the span call
+    assert first.logprobs and all(t.logprob == -0.2 for t in first.logprobs)  # the reply that stood, not a failed recheck
+    route = next(s for s in live.trace.steps if s.agent == "route").outputs
+    assert route["first_answer"] == first.answer
+    assert {k: round(v, 4) if math.isfinite(v) else None for k, v in first_pass_signals(first).items()} == route["signals"]
+
+
+def test_a_shipped_router_loads_and_names_only_known_signals():
+    router = Router.load()  # the one marag ships: trained on the default model's reads
+    assert set(router.features) <= set(SIGNALS) and router.spec.trained_on and router.spec.auroc["cross_validated"] >= 0.7
+    assert 0.0 < router.spec.escalate_default < 1.0 and router.spec.first == "vanilla_rag_k5"
+
+
+def test_an_unknown_signal_in_a_router_file_is_refused(tmp_path):
+    with pytest.raises(MaragError, match="unknown signal"):
+        Router.load(router_file(tmp_path, features=["lp_mean", "lp_maen"]))
+
+
+def test_the_knee_becomes_a_share_of_every_training_question():
+    from marag.eval.quality_cost import Point
+    from marag.train.router import _share_below
+
+    # the knee sends 2 of the 4 questions with the agent's answers on (scores .1, .2);
+    # among all 8 training scores, 3 lie below the threshold between .2 and .3
+    all_scores = np.array([0.05, 0.1, 0.2, 0.3, 0.6, 0.7, 0.8, 0.9])
+    assert _share_below(all_scores, Point("knee", 0.5, 0.4, 0.6, 10.0, 4, 0.5), [0.1, 0.2, 0.3, 0.9]) == 3 / 8
+    assert _share_below(all_scores, Point("none", 0.5, 0.4, 0.6, 10.0, 4, 0.0), [0.1, 0.2, 0.3, 0.9]) == 0.0

@@ -188,3 +188,36 @@ def test_damaged_cache_entry_is_a_miss(tmp_path):
     path.write_text("{not json")
     assert cache.get("ab" + "0" * 62) is None
     assert cache.get("cd" + "0" * 62) is None  # never written
+
+
+def test_malformed_token_log_probabilities_keep_their_place_at_the_floor():
+    from marag.llm.chat import LOGPROB_FLOOR, openai_logprobs
+
+    tokens = openai_logprobs([
+        {"token": '{"', "logprob": -0.1, "top_logprobs": [{"token": '{"', "logprob": -0.1}, {"token": "{", "logprob": -2.5}]},
+        {"token": "answer", "logprob": None},
+        {"token": '":', "logprob": float("-inf"), "top_logprobs": [{"token": "x", "logprob": float("nan")}]},
+        "not an entry",
+        {"token": 5, "logprob": 0.3},
+    ])
+    assert [t.token for t in tokens] == ['{"', "answer", '":', ""]  # every entry keeps its place
+    assert tokens[0].runner_up == -2.5 and tokens[1].logprob == LOGPROB_FLOOR and tokens[2].logprob == LOGPROB_FLOOR
+    assert tokens[2].runner_up == LOGPROB_FLOOR and tokens[3].logprob == 0.0  # (above 0 is clamped to 0)
+
+
+def test_cached_replies_keep_their_log_probabilities(tmp_path):
+    from pydantic import BaseModel
+
+    from marag.llm import Message, ScriptedLLM
+
+    class Out(BaseModel):
+        answer: str
+
+    llm = ScriptedLLM(rules=[("q", {"answer": "Tux"})], logprob=-0.5, cache=tmp_path)
+    ask = lambda **kw: asyncio.run(llm.generate([Message(role="user", content="q")], output=Out, **kw))  # noqa: E731
+    plain = ask()  # cached without them
+    assert plain.logprobs is None and len(llm.calls) == 1
+    fresh = ask(logprobs=True)  # an entry without them is a miss for a call that wants them
+    assert len(llm.calls) == 2 and fresh.logprobs and not fresh.cached
+    again = ask(logprobs=True)
+    assert again.cached and len(llm.calls) == 2 and [t.logprob for t in again.logprobs] == [t.logprob for t in fresh.logprobs]

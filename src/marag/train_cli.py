@@ -174,7 +174,7 @@ def router(
         return
     if escalate is not None and not 0 <= escalate <= 1:
         raise MaragError(f"--escalate {escalate} is not a share", hint="give a number from 0 (send none on) to 1 (send all)")
-    fitted = fit(exs, summary, features=features.split(",") if features else None, min_auroc=min_auroc, escalate=escalate,
+    fitted = fit(exs, summary, features=[f.strip() for f in features.split(",") if f.strip()] if features else None, min_auroc=min_auroc, escalate=escalate,
                  label=f"{metric} >= {right_at}", first=first, agent=agent)  # fmt: skip
     typer.echo(report(fitted))
     if out is not None:

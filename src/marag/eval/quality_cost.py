@@ -93,9 +93,10 @@ def oracle(first: Mapping[str, Outcome], agent: Mapping[str, Outcome], name: str
 
 
 def knee(curve: list[Point]) -> Point:
-    """The curve's knee: the point farthest above the straight line from sending none
-    to sending all, on quality and cost each scaled to [0, 1] (Kneedle's difference
-    curve). Sending none when no point gains quality over it."""
+    """The curve's knee: the point where the quality gained (as a share of the best
+    gain any point makes) most exceeds the cost added (as a share of what sending all
+    adds), Kneedle's difference curve; fewer sent on among equals. Sending none when no
+    point gains quality over it."""
     if not curve:
         raise ValueError("an empty curve has no knee")
     base, full = curve[0], curve[-1]
@@ -110,9 +111,11 @@ def knee(curve: list[Point]) -> Point:
 
 
 def outcomes(records: list, metric: str, rates: Rates = RATES) -> dict[str, Outcome]:
-    """Question id -> outcome for one strategy's answered records (`ResultRecord`s);
-    a failed question scores 0 and costs what it spent."""
-    return {r.qid: Outcome(r.metrics.get(metric, 0.0) if r.error is None else 0.0, rates.seconds(r.cost)) for r in records}
+    """Question id -> outcome for one strategy's records (`ResultRecord`s): a failed
+    question scores 0 and costs what it spent; an answer without the metric (not
+    scored by it) is left out, as router training leaves it out."""
+    return {r.qid: Outcome(r.metrics[metric] if r.error is None else 0.0, rates.seconds(r.cost))
+            for r in records if r.error is not None or metric in r.metrics}  # fmt: skip
 
 
 def auto_curve(groups: Mapping[str, list], metric: str, first: str, agent: str, auto: str = "auto",
@@ -144,12 +147,13 @@ def chart(points: list[Point], path, metric: str, rates: Rates = RATES, curve: l
         return False
     fig, ax = plt.subplots(figsize=(7, 4.6))
     if curve:
-        ax.plot([p.seconds for p in curve], [p.quality for p in curve], "-", color="0.6", lw=1.2, zorder=1,
-                label="auto, every setting of escalate (from the recorded scores)")  # fmt: skip
+        ax.plot([max(p.seconds, 0.1) for p in curve], [p.quality for p in curve], "-", color="0.6", lw=1.2, zorder=1,
+                label="escalate from 0 to 1: the run's first pass and agent, by auto's scores")  # fmt: skip
     for p in points:
-        ax.errorbar([p.seconds], [p.quality], yerr=[[p.quality - p.low], [p.high - p.quality]], fmt="o", ms=6, capsize=3, zorder=3)
-        note = f"{p.name} ({p.escalated:.0%} sent on)" if p.name.startswith("auto") else p.name
-        ax.annotate(note, (p.seconds, p.quality), textcoords="offset points", xytext=(6, 4), fontsize=8)
+        x = max(p.seconds, 0.1)  # (an answer replayed from a cache costs nothing: kept on the log axis)
+        ax.errorbar([x], [p.quality], yerr=[[p.quality - p.low], [p.high - p.quality]], fmt="o", ms=6, capsize=3, zorder=3)
+        note = f"{p.name} ({p.escalated:.0%} sent on)" if p.name.split(":")[-1].startswith("auto") else p.name
+        ax.annotate(note, (x, p.quality), textcoords="offset points", xytext=(6, 4), fontsize=8)
     if oracle_point is not None:
         ax.plot([oracle_point.seconds], [oracle_point.quality], "*", ms=13, color="goldenrod", zorder=4,
                 label=f"oracle router ({oracle_point.escalated:.0%} sent on)")  # fmt: skip

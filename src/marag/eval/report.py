@@ -480,10 +480,11 @@ def cost_view(groups: dict[str, list[ResultRecord]], metrics: list[str], cfg: di
         tokens[name] = tuple(sum(r.cost.get(k, 0.0) for r in ok) / max(1, len(ok)) for k in ("prompt_tokens_evaluated", "completion_tokens", "llm_calls"))  # type: ignore[assignment]
     curve = oracle = None
     if cfg is not None and "auto" in groups:
-        auto_cfg = (cfg.get("strategy_configs") or {}).get("auto", {})
-        k = int(auto_cfg.get("k", 5))
-        first = "vanilla_rag" if k == 2 else f"vanilla_rag_k{k}"
-        found = auto_curve(groups, metric, first, str(auto_cfg.get("agent", "unirag")))
+        from marag.strategies.auto import AutoConfig, first_pass_strategy
+
+        auto_cfg = AutoConfig.model_construct(**{**AutoConfig().model_dump(), **((cfg.get("strategy_configs") or {}).get("auto") or {})})
+        first = first_pass_strategy(auto_cfg.k)
+        found = auto_curve(groups, metric, first, auto_cfg.agent) if first else None
         if found:
             curve, oracle = found
     return CostView(metric, points, curve, oracle, tokens)

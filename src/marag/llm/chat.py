@@ -119,7 +119,8 @@ class ChatModel(ABC):
         schema = output_schema(output, inline=self.inline_refs) if output is not None else None
         key, model = None, self.call_model()
         # (whether log-probabilities were asked for is not part of the key: they describe
-        # the same reply, and an entry keeps them when they were given)
+        # the same reply; an entry keeps them when they were given, and one without them
+        # is a miss for a call that wants them)
         if self.cache is not None and (want.temperature <= 0 or self.cache_sampled):
             key = cache_key(self.cache_kind(), model, msgs, schema, want.temperature, want.max_tokens, want.seed)
         rec = LLMCall(
@@ -146,6 +147,8 @@ class ChatModel(ABC):
         """The parsed output (None without an output model). Fills `rec` as it goes so
         that a failure still leaves an accurate trace record."""
         hit = self.cache.get(key) if key is not None else None
+        if want.logprobs and isinstance(hit, dict) and not isinstance(hit.get("logprobs"), list):
+            hit = None  # an entry written without them: ask again (the new entry keeps them)
         if isinstance(hit, dict) and isinstance(hit.get("text"), str):
             parsed, _ = parse_output(hit["text"], output) if output else (None, "")
             if output is None or parsed is not None:
@@ -219,18 +222,30 @@ class _Request:
 LOGPROB_ALTERNATIVES = 2  # top tokens asked for per position: the chosen one and the best other
 
 
+LOGPROB_FLOOR = -30.0  # what a missing, infinite or absurd log-probability counts as: "very unsure"
+
+
+def _logprob(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:  # (NaN)
+        return LOGPROB_FLOOR
+    return min(0.0, max(LOGPROB_FLOOR, float(value)))
+
+
 def openai_logprobs(content: Any) -> list[TokenLogprob]:
     """Tokens in the OpenAI chat format (`choices[].logprobs.content`: token, logprob,
-    top_logprobs), which llama.cpp's server speaks too, as `TokenLogprob`s. Entries
-    that are not of that shape are skipped (a server's reply is not ours to trust)."""
+    top_logprobs), which llama.cpp's server speaks too, as `TokenLogprob`s. A server's
+    reply is not ours to trust: every entry keeps its place (so the tokens still spell
+    the reply), and a value that is missing, infinite or not a number counts as the
+    floor, -30 (very unsure), as do values below it."""
     out: list[TokenLogprob] = []
     for entry in content if isinstance(content, list) else []:
-        if not isinstance(entry, dict) or not isinstance(entry.get("logprob"), (int, float)):
+        if not isinstance(entry, dict):
             continue
-        token = str(entry.get("token", ""))
-        others = [t.get("logprob") for t in entry.get("top_logprobs") or [] if isinstance(t, dict) and t.get("token") != token]
-        others = [float(x) for x in others if isinstance(x, (int, float))]
-        out.append(TokenLogprob(token=token, logprob=float(entry["logprob"]), runner_up=max(others) if others else None))
+        token = entry.get("token")
+        token = token if isinstance(token, str) else ""
+        top = entry.get("top_logprobs")
+        others = [_logprob(t.get("logprob")) for t in (top if isinstance(top, list) else []) if isinstance(t, dict) and t.get("token") != token]
+        out.append(TokenLogprob(token=token, logprob=_logprob(entry.get("logprob")), runner_up=max(others) if others else None))
     return out
 
 

@@ -42,6 +42,7 @@ class OpenAICompatLLM(ChatModel):
         self.base_url = (base_url or DEFAULT_BASE_URL).rstrip("/")
         self.api_key_env = api_key_env  # the variable's name; the key is read per request
         self.timeout_s, self.max_retries, self.retry_backoff_s = timeout_s, max_retries, retry_backoff_s
+        self._refuses_logprobs = False  # learned from the server's first refusal (see _complete)
 
     def _headers(self) -> dict[str, str]:
         key = os.environ.get(self.api_key_env)
@@ -56,6 +57,7 @@ class OpenAICompatLLM(ChatModel):
         }
         if seed is not None:
             body["seed"] = seed
+        logprobs = logprobs and not self._refuses_logprobs
         if logprobs:
             body.update(logprobs=True, top_logprobs=LOGPROB_ALTERNATIVES)
         if json_schema is not None:
@@ -64,7 +66,16 @@ class OpenAICompatLLM(ChatModel):
                 "type": "json_schema",
                 "json_schema": {"name": name, "schema": json_schema, "strict": self.strict},
             }
-        data = await self._post("/chat/completions", body)
+        try:
+            data = await self._post("/chat/completions", body)
+        except LLMError as exc:
+            # some hosted models refuse the parameter (a 400 naming it): answer without
+            # it, now and from then on; the signals it feeds are then missing, not wrong
+            if not logprobs or "logprob" not in exc.message.lower():
+                raise
+            self._refuses_logprobs, logprobs = True, False
+            body.pop("logprobs", None), body.pop("top_logprobs", None)
+            data = await self._post("/chat/completions", body)
         try:
             choice = data["choices"][0]
             usage = data.get("usage") or {}

@@ -189,6 +189,9 @@ class Strategy:
     agents: ClassVar[tuple[type, ...]] = ()
     # the agents self-training trains by default (`marag train`); none: not trainable
     trains: ClassVar[tuple[type, ...]] = ()
+    # strategies whose agents this one runs under their own role names (`auto` runs its
+    # default agent's: `unirag.planner`); their roles are among `roles()`
+    delegates: ClassVar[tuple[str, ...]] = ()
 
     @classmethod
     def family(cls) -> str:
@@ -215,8 +218,10 @@ class Strategy:
     def roles(cls, nested: bool = True) -> tuple[str, ...]:
         """Its roles' qualified names (`mrag.planner`, ...), from the agents it declares:
         the names its trace steps have, qualified by `family()`, and the names LoRA roles,
-        training and role settings use. `nested=False`: only the agents it calls itself."""
-        return tuple(cls.role_agents(nested=nested))
+        training and role settings use, then its `delegates`' roles. `nested=False`:
+        only the agents it calls itself."""
+        delegated = (r for name in cls.delegates for r in STRATEGIES.get(name).roles(nested))
+        return tuple(dict.fromkeys([*cls.role_agents(nested=nested), *delegated]))
 
     @classmethod
     def trainable_roles(cls) -> tuple[str, ...]:

@@ -264,9 +264,13 @@ class UniRAG(Strategy):
         query = clip(question, QUERY_MAX_CHARS)
         with step("first_pass", query=query) as s:
             s.outputs = {"chunk_ids": [h.chunk_id for h in hits], "answer": first.answer}
-        memory.mark_read(hits)
+        memory.mark_read(hits)  # (so that named documents are found among them)
         memory.advance(query, len(hits))
-        return await self._take(question, PlanStep(thought="", action="search", query=query), hits, memory, cited, reflect=False)
+        taken = await self._take(question, PlanStep(thought="", action="search", query=query), hits, memory, cited, reflect=False)
+        # the passages that did not enter the memory may still come back to a later
+        # search: no reflector read them, so the agent has not seen them
+        memory.forget([h for h in hits if h.chunk_id not in cited])
+        return taken
 
     async def _react(self, question: str, memory: SearchMemory, steps: list[MemoryStep], cited: dict[str, Hit]) -> None:
         cfg = self.config
@@ -283,11 +287,8 @@ class UniRAG(Strategy):
             plan = await self._call(Planner(cfg.terse), plan_in)
             query = self._query(plan.query)
             if plan.action == "search" and query and (why := self._refusal(query, question, steps, memory)):
-                if not cfg.second_chance:  # nothing new is left to search for: answer now
-                    with step("guard", rule=f"{why}: answer now", query=query) as g:
-                        g.status = "refused"
-                    steps.append(MemoryStep(thought=plan.thought, action="final_answer"))
-                    return
+                if not cfg.second_chance:  # nothing new is left to search for
+                    return self._answer_now(steps, plan, f"{why}: answer now", query)
                 # a repeat (or a query about something else): the planner is asked once
                 # more, told which queries it used; whatever it decides then (a new
                 # query, or the final answer) stands
@@ -297,10 +298,7 @@ class UniRAG(Strategy):
                 query = self._query(plan.query)
                 if plan.action == "search" and query and (why := self._refusal(query, question, steps, memory)):
                     # asked again, it repeats itself: nothing new is left to search for
-                    with step("guard", rule=f"{why} after asking again: answer now", query=query) as g:
-                        g.status = "refused"
-                    steps.append(MemoryStep(thought=plan.thought, action="final_answer"))
-                    return
+                    return self._answer_now(steps, plan, f"{why} after asking again: answer now", query)
             if plan.action == "final_answer":
                 if searches or not cfg.search_first:
                     steps.append(MemoryStep(thought=plan.thought, action="final_answer"))
@@ -313,6 +311,13 @@ class UniRAG(Strategy):
                 query = clip(question, QUERY_MAX_CHARS)
             steps.append(await self._search_step(question, PlanStep(thought=plan.thought, action="search", query=query), memory, cited))
             searches += 1
+
+    @staticmethod
+    def _answer_now(steps: list[MemoryStep], plan: PlanStep, rule: str, query: str) -> None:
+        """A refused query ends the search: a guard step says why, the final answer follows."""
+        with step("guard", rule=rule, query=query) as g:
+            g.status = "refused"
+        steps.append(MemoryStep(thought=plan.thought, action="final_answer"))
 
     def _refusal(self, query: str, question: str, steps: list[MemoryStep], memory: SearchMemory) -> str | None:
         """Why `query` is not run as it is, or None."""
@@ -350,7 +355,8 @@ class UniRAG(Strategy):
     async def _take(self, question: str, plan: PlanStep, hits: list[Hit], memory: SearchMemory, cited: dict[str, Hit],
                     reflect: bool = True) -> MemoryStep:  # fmt: skip
         """A search's documents into the working memory: the reflector's evidence (none
-        without `reflect`), else the evidence floor, then named and linked documents."""
+        without `reflect`: a first pass taken over, whose passages were read by its own
+        reader), else the evidence floor, then named and linked documents."""
         cfg = self.config
         if not cfg.reflector:  # ablation: the raw documents are the evidence
             evidence = self._whole(hits, cited)
@@ -364,7 +370,8 @@ class UniRAG(Strategy):
                     h = hits[f.doc - 1]
                     evidence.append(Evidence(source=h.chunk_id, text=f.text.strip()))
                     cited.setdefault(h.chunk_id, h)
-            # (documents taken over unread by the reflector always get the floor)
+            # passages no reflector read get the floor even in paper mode (floor 0): without
+            # it a first pass taken over would leave the memory empty
             floor_n = cfg.evidence_floor or (0 if reflect else DEFAULT_FLOOR)
             if not evidence and floor_n and hits:
                 floor = hits[:floor_n]

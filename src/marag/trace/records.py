@@ -60,6 +60,11 @@ class SearchCall(BaseModel):
 
 class Step(BaseModel):
     agent: str
+    # the role whose calls the step makes, qualified by the strategy running it
+    # (`unirag.planner`; `current_role`), when that is not the trace's own strategy's
+    # (a strategy running another's agents, as `auto` runs its agent's); None otherwise,
+    # so older traces read the same
+    role: str | None = None
     inputs: dict[str, Any] = Field(default_factory=dict)
     outputs: dict[str, Any] = Field(default_factory=dict)
     status: str = "ok"  # ok | fallback (unusable model output) | refused (precondition unmet) | error
@@ -133,6 +138,7 @@ _current_step: contextvars.ContextVar[Step | None] = contextvars.ContextVar(
 # whose roles the steps are: the strategy running (`mrag`), so a step `planner` is the
 # role `mrag.planner` (set by `activate(trace, roles=...)`; never written into the trace)
 _role_scope: contextvars.ContextVar[str] = contextvars.ContextVar("marag_role_scope", default="")
+_home_scope: contextvars.ContextVar[str] = contextvars.ContextVar("marag_home_scope", default="")
 
 
 def busy_seconds(trace: "Trace") -> float:
@@ -182,6 +188,9 @@ def current_role() -> str | None:
 def activate(trace: Trace, roles: str = "") -> Iterator[Trace]:
     """Make `trace` the one the ports write into, for the duration of the block;
     `roles`: the strategy whose roles its steps are (see `current_role`)."""
+    # the roles a trace is opened with are its own; activating it again with another
+    # strategy's roles (an agent run inside it) marks those steps with their role
+    home = _home_scope.set(roles) if _current_trace.get() is not trace else None
     token = _current_trace.set(trace)
     scope = _role_scope.set(roles)
     try:
@@ -189,6 +198,8 @@ def activate(trace: Trace, roles: str = "") -> Iterator[Trace]:
     finally:
         _role_scope.reset(scope)
         _current_trace.reset(token)
+        if home is not None:
+            _home_scope.reset(home)
 
 
 @contextlib.contextmanager
@@ -197,6 +208,7 @@ def step(agent: str, **inputs: Any) -> Iterator[Step]:
     s = Step(agent=agent, inputs=_jsonable(inputs))
     trace = _current_trace.get()
     if trace is not None:
+        s.role = _foreign_role(trace, agent)
         trace.steps.append(s)
     token = _current_step.set(s)
     t0 = time.perf_counter()
@@ -218,9 +230,16 @@ def _target_step(agent: str) -> Step | None:
     trace = _current_trace.get()
     if trace is None:
         return None
-    s = Step(agent=agent)
+    s = Step(agent=agent, role=_foreign_role(trace, agent))
     trace.steps.append(s)
     return s
+
+
+def _foreign_role(trace: Trace, agent: str) -> str | None:
+    """`scope.agent` when the roles in scope are not those the trace was opened with
+    (see `Step.role`)."""
+    scope, home = _role_scope.get(), _home_scope.get()
+    return f"{scope}.{agent}" if scope and scope != home else None
 
 
 def record_llm_call(call: LLMCall) -> None:

@@ -11,6 +11,12 @@ of fold (L2 or L1), is the router; its AUROC is cross-validated (5 folds),
 and the same out-of-fold scores give the knob's scale (their quantiles) and, where the
 runs also hold the agent's answers to the same questions, the quality-cost curve whose
 knee is the default share sent on. The result is a `RouterFile`: JSON, no pickle.
+
+The AUROC it reports is a selection score, a little optimistic: the signals were chosen
+on all the examples and the regularization is the best of eight tried on the same
+folds. A router's AUROC on other runs is what `--check` (`check`) measures. The knob's
+scale (the quantiles) is the out-of-fold scores', the nearest thing here to scores of
+questions the router never saw.
 """
 
 from __future__ import annotations
@@ -30,14 +36,26 @@ from marag.strategies.auto.router import ROUTER_FORMAT, Router, RouterFile
 from marag.strategies.auto.signals import SIGNALS, first_pass_signals, from_trace
 
 
+def key_of(run: str, qid: str) -> str:
+    """One question of one run (question ids repeat across runs of a set)."""
+    return f"{run}@{qid}"
+
+
 @dataclass
 class Example:
+    """One first-pass answer: its signals, whether it was right, and what the first
+    pass and (where the run has it) the agent scored and cost on its question."""
+
     run: str
     qid: str
     signals: dict[str, float]
     right: bool
     first: Outcome
     agent: Outcome | None = None
+
+    @property
+    def key(self) -> str:
+        return key_of(self.run, self.qid)
 
 
 @dataclass
@@ -163,12 +181,12 @@ def fit(exs: list[Example], runs: list[dict], *, features: Sequence[str] | None 
     model = model_for(penalty, c)
     model.fit(z, labels)
     train_scores = model.predict_proba(z)[:, 1]
-    scores = {ex.qid + "@" + ex.run: s for ex, s in zip(exs, cv_scores)}
+    scores = {ex.key: s for ex, s in zip(exs, cv_scores)}
     fitted = Fitted(router=None, signal_auroc=single)  # type: ignore[arg-type]
     with_agent = [ex for ex in exs if ex.agent is not None]
     if with_agent:
-        firsts = {ex.qid + "@" + ex.run: ex.first for ex in with_agent}
-        agents = {ex.qid + "@" + ex.run: ex.agent for ex in with_agent if ex.agent is not None}
+        firsts = {ex.key: ex.first for ex in with_agent}
+        agents = {ex.key: ex.agent for ex in with_agent if ex.agent is not None}
         fitted.curve = knob_curve(firsts, agents, scores)
         fitted.oracle = oracle(firsts, agents)
         fitted.knee = knee(fitted.curve)
@@ -176,7 +194,7 @@ def fit(exs: list[Example], runs: list[dict], *, features: Sequence[str] | None 
         if fitted.knee is None:
             raise MaragError("the runs hold no answers of the agent to choose the default share by",
                              hint=f"add runs with {agent} on the same questions, or give --escalate SHARE")  # fmt: skip
-        escalate = _share_below(cv_scores, fitted.knee, sorted(scores[ex.qid + "@" + ex.run] for ex in with_agent))
+        escalate = _share_below(cv_scores, fitted.knee, sorted(scores[ex.key] for ex in with_agent))
     fitted.router = RouterFile(
         format=ROUTER_FORMAT, features=names, mean=mean.tolist(), scale=scale.tolist(), weights=model.coef_[0].tolist(),
         intercept=float(model.intercept_[0]), quantiles=np.quantile(cv_scores, np.linspace(0, 1, 101)).tolist(),
@@ -242,4 +260,4 @@ def report(fitted: Fitted) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["Example", "Fitted", "auroc", "check", "examples", "fit", "report", "signal_aurocs"]
+__all__ = ["Example", "Fitted", "auroc", "check", "examples", "fit", "key_of", "report", "signal_aurocs"]

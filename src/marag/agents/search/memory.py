@@ -161,6 +161,11 @@ class SearchMemory:
         self.queries[key] = self.queries.get(key, 0) + n
         self.pages[key] = self.pages.get(key, 0) + 1
 
+    def forget(self, hits: list[Hit]) -> None:
+        """Unmark hits as read (a later page of any query may return them again)."""
+        for h in hits:
+            self.read.pop(h.chunk_id, None)
+
     def mark_read(self, hits: list[Hit]) -> None:
         for h in hits:
             self.read.setdefault(h.chunk_id, h)

@@ -34,7 +34,7 @@ from marag.agents.answerer import Answerer
 from marag.errors import MaragError, MaragWarning
 from marag.index.base import Hit
 from marag.strategies.auto.router import Router
-from marag.strategies.auto.signals import first_pass_signals
+from marag.strategies.auto.signals import first_pass_signals, reader_reply
 from marag.strategies.base import OPERATOR_ONLY, STRATEGIES, AnsweringConfig, FirstPass, Strategy
 from marag.strategies.baselines import read_once
 from marag.trace import Step, activate, current_trace, step
@@ -90,10 +90,12 @@ class Auto(Strategy):
     description = "Read once; send only the questions a learned router doubts on to an agent (unirag), which continues from that read."
     Config = AutoConfig
     agents = (Answerer,)
+    delegates = ("unirag",)  # the default agent's roles, under its own names
 
     def __init__(self, llm, retriever=None, config=None):
         super().__init__(llm, retriever, config)
         self.router = Router.load(self.config.router)
+        self.agent = STRATEGIES.get(self.config.agent)(llm, retriever, self.config.agent_config())
         trained = self.router.spec.model
         if trained and trained != getattr(llm, "model", trained) and getattr(llm, "kind", "") != "scripted":
             warnings.warn(
@@ -126,7 +128,7 @@ class Auto(Strategy):
         if not escalated:
             self._report({}, "first_pass", score, out.answer)
             return out.answer, hits
-        agent = STRATEGIES.get(cfg.agent)(self.llm, self.retriever, cfg.agent_config())
+        agent = self.agent
         trace = current_trace()
         mark = len(trace.steps) if trace is not None else 0
         # the agent's steps are its own roles (`unirag.planner`): LoRA adapters and
@@ -145,12 +147,24 @@ class Auto(Strategy):
                          "router_score": round(score, 4), "first_answer": first_answer}  # fmt: skip
 
 
+def first_pass_strategy(k: int) -> str | None:
+    """The registered one-shot read with auto's first pass's `k` (`vanilla_rag_k5` for
+    5): the strategy whose answers, beside auto's and its agent's in one run, redraw
+    auto's curve. None when no such variant is registered."""
+    for name in STRATEGIES.names():
+        cls = STRATEGIES.get(name)
+        if cls.family() == "vanilla_rag" and cls.Config.model_validate(cls.defaults).k == k:  # type: ignore[attr-defined]
+            return name
+    return None
+
+
 def _first_pass(question: str, hits: list[Hit], answer: str) -> FirstPass:
-    """The first pass with the reader's reply and token log-probabilities, taken from
-    the trace step its answerer call was recorded in."""
+    """The first pass with the reader's reply and token log-probabilities, from the
+    trace step its answerer call was recorded in (`signals.reader_reply`: the same
+    reading a recorded trace gets)."""
     trace = current_trace()
-    read: Step | None = next((s for s in reversed(trace.steps) if s.agent == "answerer"), None) if trace else None
-    call = read.llm_calls[-1] if read is not None and read.llm_calls else None
+    found = reader_reply(trace.steps) if trace is not None else None
+    call = found[1] if found else None
     logprobs = tuple(call.logprobs) if call is not None and call.logprobs else None
     return FirstPass(question=question, hits=tuple(hits), answer=answer, reply=call.response if call else "", logprobs=logprobs)
 

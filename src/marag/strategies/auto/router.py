@@ -28,6 +28,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from marag.errors import MaragError
+from marag.strategies.auto.signals import SIGNALS
 
 ROUTER_FORMAT = "marag-router/1"
 DEFAULT_ROUTER = Path(__file__).resolve().parents[2] / "resources" / "routers" / "auto-qwen2.5-1.5b.json"
@@ -86,6 +87,9 @@ class RouterFile(BaseModel):
             raise ValueError("quantiles must not decrease")
         if len(set(self.features)) != n:
             raise ValueError("a feature is named twice")
+        unknown = sorted(set(self.features) - set(SIGNALS))  # a misspelt signal would always sit at its mean
+        if unknown:
+            raise ValueError(f"unknown signal(s) {', '.join(unknown)}; this version computes {', '.join(SIGNALS)}")
         return self
 
 
@@ -104,15 +108,18 @@ class Router:
         too large, not JSON or not a router is a one-line `MaragError` saying so."""
         p = Path(path).expanduser() if path else DEFAULT_ROUTER
         hint = "give a file written by `marag train router RUN_DIR... --out FILE`"
+        if not p.is_file():
+            raise MaragError(f"router file not found: {p}", hint=hint)
         try:
-            size = p.stat().st_size
-        except OSError:
-            raise MaragError(f"router file not found: {p}", hint=hint) from None
-        if size > MAX_ROUTER_BYTES:
-            raise MaragError(f"{p} is {size:,} bytes, too large for a router file", hint=hint)
+            with p.open("rb") as f:
+                raw = f.read(MAX_ROUTER_BYTES + 1)  # (bounded: a size from stat can lie, a device's is 0)
+        except OSError as exc:
+            raise MaragError(f"cannot read the router file {p}: {exc.strerror}", hint=hint) from None
+        if len(raw) > MAX_ROUTER_BYTES:
+            raise MaragError(f"{p} is over {MAX_ROUTER_BYTES:,} bytes, too large for a router file", hint=hint)
         try:
-            data = json.loads(p.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, ValueError) as exc:
+            data = json.loads(raw.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError) as exc:
             raise MaragError(f"{p} is not a JSON router file: {str(exc).splitlines()[0]}", hint=hint) from None
         try:
             return cls(RouterFile.model_validate(data), str(p))

@@ -13,7 +13,7 @@ as numbers a router weighs: no model call, only what the pass already produced.
 - **Retrieval**: the first hit's score and its margin over the second and the last:
   a flat ranking means no passage stood out.
 - **The question's shape**: its length, whether it offers candidates (a comparison),
-  asks yes or no, names several entities (capitalised words after the first) or
+  asks yes or no, names several things (capitalised words after the first) or
   nests a relation ("the director of the film that ..."): the shapes one read gets
   wrong most.
 
@@ -35,13 +35,13 @@ from marag.agents.answerer import echoes_question, offers_choice
 from marag.agents.search.memory import flattened
 from marag.index.base import Hit
 from marag.strategies.base import FirstPass
-from marag.trace import TokenLogprob, Trace
+from marag.trace import LLMCall, Step, TokenLogprob, Trace
 
 SIGNALS: tuple[str, ...] = (
     "lp_mean", "lp_min", "lp_first", "lp_margin",
     "in_passages", "in_top1", "in_top2", "is_title", "abstains", "echoes", "wrong_kind", "answer_words",
     "score_top", "score_margin", "score_spread",
-    "q_words", "q_choice", "q_yes_no", "q_entities", "q_nested",
+    "q_words", "q_choice", "q_yes_no", "q_capitalised", "q_nested",
 )  # fmt: skip
 
 NAN = float("nan")
@@ -109,30 +109,50 @@ def first_pass_signals(first: FirstPass) -> dict[str, float]:
         "q_words": math.log1p(len(q_words)),
         "q_choice": float(offers_choice(q) or getattr(asked_kind(q), "name", None) == "choice"),
         "q_yes_no": float(bool(_YES_NO_QUESTION.search(q.strip()))),
-        "q_entities": float(len(_CAPITALISED.findall(q.strip()))),
-        "q_nested": float(len(_NESTING.findall(q))),
+        "q_capitalised": float(len(_CAPITALISED.findall(q.strip()))),
+        "q_nested": float(len(_NESTING.findall(" ".join(q_words[1:])))),  # (not the question's own wh-word)
     }
+
+
+def reader_reply(steps: Sequence[Step]) -> tuple[str, LLMCall | None] | None:
+    """The first read of passages among `steps`: the answer that stood (after a recheck,
+    and after a span call shortened it, `span_applied`) and the model call that wrote
+    it (the last one without an error: a failed recheck leaves the first reply
+    standing). None when no step read passages."""
+    at = next((i for i, s in enumerate(steps) if s.agent == "answerer" and s.inputs.get("passages")), None)
+    if at is None:
+        return None
+    read = steps[at]
+    answer = str(read.outputs.get("answer", ""))
+    for after in steps[at + 1 :]:  # the answerer's own span call and its decision follow it
+        if after.agent == "span_applied":
+            answer = str(after.outputs.get("answer", answer))
+        if after.agent not in ("span", "span_applied"):
+            break
+    call = next((c for c in reversed(read.llm_calls) if c.error is None), None)
+    return answer, call
 
 
 def from_trace(trace: Trace) -> FirstPass | None:
     """The first pass a recorded trace holds: its first search's hits (scores) and the
-    first `answerer` step (its passages, answer and last call's tokens). None when the
-    trace has no such read (a strategy that never read passages once)."""
+    first read of passages (`reader_reply`). None when the trace has no such read (a
+    strategy that never read passages once)."""
+    found = reader_reply(trace.steps)
     read = next((s for s in trace.steps if s.agent == "answerer" and s.inputs.get("passages")), None)
     search = next((c for s in trace.steps for c in s.searches), None)
-    if read is None or search is None:
+    if found is None or read is None or search is None:
         return None
+    answer, call = found
     passages = [p for p in read.inputs["passages"] if isinstance(p, dict)]
     hits = [
         Hit(doc_id=str(h.get("doc_id", "")), chunk_id=str(h.get("chunk_id", "")), score=float(h.get("score") or 0.0),
             text=str(p.get("text", "")), title=str(p.get("title", "")))
         for p, h in zip(passages, search.hits)
     ]  # fmt: skip
-    call = read.llm_calls[-1] if read.llm_calls else None
     return FirstPass(
         question=trace.question,
         hits=tuple(hits),
-        answer=str(read.outputs.get("answer", "")),
+        answer=answer,
         reply=call.response if call else "",
         logprobs=tuple(call.logprobs) if call and call.logprobs else None,
     )
