@@ -481,3 +481,19 @@ def test_trec_rag24_tsv_topics_without_nuggets(tmp_path):
     )
     qs = load_questions(tmp_path / "topics.test.tsv")
     assert [(q.id, q.question) for q in qs] == [("t1", "first question?"), ("t2", "second?")]
+
+
+def test_a_folder_of_corpus_and_questions_is_one_set(tmp_path):
+    """marag's own layout (the fresh report sets come this way): corpus.jsonl and
+    questions.jsonl side by side, detected and loaded together."""
+    from marag.corpus import load_corpus
+
+    _write_jsonl(tmp_path / "corpus.jsonl", [{"id": "d1", "title": "Tux", "text": "Tux is the Linux mascot."},
+                                             {"id": "d2", "title": "Python", "text": "Python was created by Guido."}])  # fmt: skip
+    _write_jsonl(tmp_path / "questions.jsonl", [{"id": "q1", "question": "What is Linux's mascot?", "answers": ["Tux"], "gold_doc_ids": ["d1"]}])
+    loaded = load_corpus(tmp_path)
+    assert loaded.format == "paired" and [d.id for d in loaded.documents] == ["d1", "d2"]
+    assert loaded.questions[0].gold_doc_ids == ["d1"] and loaded.questions[0].answers == ["Tux"]
+    (tmp_path / "questions.jsonl").write_text('{"id": "q1", "question": 5}\n')
+    with pytest.raises(CorpusError, match="questions.jsonl"):
+        load_corpus(tmp_path)

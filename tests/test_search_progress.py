@@ -311,3 +311,25 @@ def test_a_query_repeated_over_searcher_runs_reads_at_most_its_limit_then_ends_t
     assert len(ended) >= 2 and all(s.status == "refused" for s in ended)
     runs = [s for s in ans.trace.steps if s.agent == "searcher"]
     assert not runs[-1].outputs["steps"]  # the last runs read nothing
+
+
+def test_a_page_read_elsewhere_is_advanced_past_and_forgotten_hits_come_back(retriever):
+    """A first pass taken over (auto): its page of the question counts as read, and the
+    hits no one looked at again may come back to a later page."""
+    async def search(q, k, offset):
+        return retriever.search(q, k, offset)
+
+    async def go():
+        mem = SearchMemory(search)
+        taken = retriever.search("Salt Winter novel", 3, 0)
+        mem.mark_read(taken)
+        mem.advance("Salt Winter novel", len(taken))
+        mem.forget(taken[2:])  # the third was not taken into the agent's memory
+        forgotten = taken[2].chunk_id not in mem.read and taken[0].chunk_id in mem.read
+        after = await mem.page("Salt Winter novel", 2)
+        return taken, after, mem, forgotten
+
+    taken, after, mem, forgotten = asyncio.run(go())
+    assert forgotten
+    assert after.offset == 3 and mem.pages_read("salt winter novel") == 2  # continues past the page read elsewhere
+    assert not {h.chunk_id for h in after.hits} & {h.chunk_id for h in taken[:2]}

@@ -485,3 +485,15 @@ def test_ours_answer_chars_the_final_answer_reads_each_source_near_the_question(
     assert "USS Hopper is named in her honour" in shown[300] and "USS Hopper is named in her honour" in shown[None]
     assert "Harvard Mark I computer" in shown[None] and "Harvard Mark I computer" not in shown[300]
     assert len(shown[300]) < len(shown[None]) - 300
+
+
+def test_ours_terse_cuts_the_planners_thought_and_paper_mode_does_not(retriever):
+    long_thought = "x" * 190
+    llm = script(lambda user: {"thought": long_thought, "action": "final_answer", "query": ""})
+    run_default(llm, retriever)
+    plan = next(c for c in llm.calls if c.output_model.__name__ == "PlanStep")
+    assert plan.json_schema["properties"]["thought"]["maxLength"] == 120  # the reply is then refused and repaired
+    llm = script(lambda user: {"thought": long_thought, "action": "final_answer", "query": ""})
+    run_default(llm, retriever, {"paper": True})
+    plan = next(c for c in llm.calls if c.output_model.__name__ == "PlanStep")
+    assert plan.json_schema["properties"]["thought"]["maxLength"] == 200
