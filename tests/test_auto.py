@@ -23,6 +23,7 @@ from marag.strategies import make_strategy
 from marag.strategies.auto.router import ROUTER_FORMAT, Router, RouterFile
 from marag.strategies.auto.signals import SIGNALS, answer_logprobs, first_pass_signals, from_trace
 from marag.trace import TokenLogprob
+from marag.train.router import examples
 from twohop import DOCS, QUESTION, bm25_retriever
 
 # p(right) rises with the reader's confidence and with an answer found in a passage;
@@ -260,6 +261,24 @@ def test_a_router_trained_on_planted_runs_learns_their_labels(data_dir, tmp_path
     assert router.features == spec["features"]
     code, stdout, err = marag("train", "router", str(run_dir), "--check", str(out))
     assert code == 0 and "router AUROC 1.000" in stdout
+
+
+def test_the_agents_answers_may_come_from_another_run_and_a_question_counts_once(data_dir, tmp_path):
+    ds = load_dataset("hotpotqa_train100", data_dir)
+    llm = planted_llm(ds)
+
+    def run(name, strategies, limit):
+        cfg = EvalConfig(dataset="hotpotqa_train100", strategies=strategies, limit=limit,
+                         index=IndexConfig(retrievers=["bm25"]), concurrency=4)  # fmt: skip
+        asyncio.run(run_eval(cfg, tmp_path / name, dataset=ds, llm=llm, index_cache=tmp_path / "ix", progress=False))
+        return tmp_path / name
+
+    first, again, agent = run("first", ["vanilla_rag_k5"], 6), run("again", ["vanilla_rag_k5"], 4), run("agent", ["llm_only"], 4)
+    exs, runs = examples([first, again, agent], agent="llm_only")
+    assert len(exs) == 6 and {ex.run for ex in exs} == {"first"}  # the second run's four questions were already counted
+    assert [r["questions"] for r in runs] == [6, 0, 0]
+    with_agent = [ex for ex in exs if ex.agent is not None]
+    assert len(with_agent) == 4 and all(ex.agent.quality == 1.0 for ex in with_agent)  # the closed-book agent knows
 
 
 def test_router_training_refuses_runs_without_first_pass_answers(tmp_path, marag, cli_index, repo):

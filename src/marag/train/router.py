@@ -69,29 +69,38 @@ class Fitted:
 
 def examples(run_dirs: Iterable[Path], first: str = "vanilla_rag_k5", agent: str | None = "unirag", metric: str = "f1",
              right_at: float = 0.5, rates: Rates = RATES) -> tuple[list[Example], list[dict]]:  # fmt: skip
-    """The first pass's answered questions in each run (with the agent's outcome where
-    the run has one), and a summary of each run for the router file."""
+    """The first pass's answered questions in the runs, each question once (with the
+    agent's outcome where any of the runs has one), and a summary of each run for the
+    router file."""
     out: list[Example] = []
     runs: list[dict] = []
-    for path in run_dirs:
-        run = Run(Path(path))
+    loaded = [Run(Path(path)) for path in run_dirs]
+    # The agent's answer to a question may sit in another run of the same set (a first
+    # pass run once, the agent tried in a later run): the last run given that has one wins.
+    agents = {(run.config.get("dataset", ""), r.qid): r for run in loaded for r in run.results
+              if r.strategy == agent and r.error is None and metric in r.metrics}  # fmt: skip
+    seen_questions: set[tuple[str, str]] = set()
+    for run in loaded:
+        dataset = run.config.get("dataset", "")
         records = {r.trace_id: r for r in run.results if r.strategy == first and r.error is None and r.trace_id}
-        agents = {r.qid: r for r in run.results if r.strategy == agent and r.error is None and metric in r.metrics}
         n, model = 0, ""
         for trace in run.traces():
             rec = records.get(trace.id)
             seen = from_trace(trace) if rec is not None and metric in rec.metrics else None
-            if rec is None or seen is None:
+            # a question answered by the first pass in two runs counts once (the first run
+            # given): twice would put the same question on both sides of a fold
+            if rec is None or seen is None or (dataset, rec.qid) in seen_questions:
                 continue
+            seen_questions.add((dataset, rec.qid))
             # the reader as its calls name it (the model file), which `auto` compares with its own
             model = model or next((c.model for c in trace.llm_calls()), "")
             quality = rec.metrics[metric]
-            a = agents.get(rec.qid)
+            a = agents.get((dataset, rec.qid))
             out.append(Example(run.name, rec.qid, first_pass_signals(seen), quality >= right_at,
                                Outcome(quality, rates.seconds(rec.cost)),
                                Outcome(a.metrics[metric], rates.seconds(a.cost)) if a else None))  # fmt: skip
             n += 1
-        runs.append({"run": run.name, "dataset": run.config.get("dataset", ""), "questions": n,
+        runs.append({"run": run.name, "dataset": dataset, "questions": n,
                      "skip": run.config.get("skip", 0), "model": model})  # fmt: skip
     return out, runs
 
