@@ -1,6 +1,7 @@
 """What one mRAG question's run holds while the coordinator works: the agents' reports,
 the response, the supporting set S with each document's judgment, the team's notes and
-the counters the budget step reports."""
+the counters the budget step reports; and what follows from them alone: the fixed
+sequence's next agent, the reports the coordinator reads, the usage."""
 
 from __future__ import annotations
 
@@ -8,8 +9,12 @@ from dataclasses import dataclass, field
 
 from marag.agents.search.memory import SearchMemory
 from marag.index.base import Hit
-from marag.strategies.mrag.search import Judged
-from marag.trace import normalize_query
+from marag.strategies.mrag.search_io import Judged
+from marag.trace import current_trace, normalize_query
+
+# the fixed sequence: the coordinator's fallback and the agent its hint names (the paper's
+# Algorithm 1 names the planner first), the guards' turn, and `routing="sequence"`
+SEQUENCE = ("planner", "searcher", "answerer", "finisher")
 
 
 @dataclass
@@ -65,3 +70,43 @@ class State:
 
         ordered = sorted(enumerate(self.docs), key=key)
         return [(self.docs[cid], self.why.get(cid)) for _, cid in ordered]
+
+    def next_in_sequence(self, plan: bool) -> str:
+        """The fixed sequence's next agent: the one after the furthest step already done;
+        it opens with the planner only with `plan`."""
+        done = ("planner" in self.ran, "searcher" in self.ran, self.response is not None)
+        last = max((i for i, d in enumerate(done) if d), default=-1)
+        return SEQUENCE[max(last + 1, 0 if plan else 1)]
+
+    def reports(self, window: int | None, budget: int | None) -> list[str]:
+        """The reports the coordinator reads: the last `window` (None: all), and in any
+        mode only as many of the most recent as fit in `budget` characters (the paper's
+        mode keeps all of them until the model's context would overflow)."""
+        recent = self.history[-window:] if window else list(self.history)
+        if budget is None:
+            return recent
+        kept, used = [], 0
+        for report in reversed(recent):
+            used += len(report) + 4
+            if used > budget and kept:
+                break
+            kept.append(report)
+        return kept[::-1]
+
+    def usage(self, max_agent_calls: int, answered_late: bool) -> dict[str, int | bool]:
+        """What the run spent, for the final "budget" step (merged into `Answer.usage`)."""
+        trace = current_trace()
+        return {
+            "agent_calls": self.calls,
+            "max_agent_calls": max_agent_calls,
+            "coordinator_calls": self.coordinator_calls,
+            "searcher_steps": self.searcher_steps,
+            "query_reuses": self.query_reuses,
+            "refusals": self.refusals,
+            "guards": self.guards,
+            "progress_steers": self.steers,
+            "fallbacks": sum(x.status == "fallback" for x in trace.steps) if trace else 0,
+            "finished": self.finished,
+            "answered_after_budget": answered_late,
+            "documents": len(self.docs),
+        }
