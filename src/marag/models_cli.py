@@ -16,17 +16,18 @@ QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.
 
 @models_app.command("list")
 def list_models() -> None:
-    """The catalogue: name, size, whether it is pulled, what it is."""
-    from marag.llm.models import DEFAULT_MODEL, MODELS, ModelStore
+    """The catalogue: name, kind, size, whether it is pulled, pinned sha256, what it is."""
+    from marag.llm.models import DEFAULT_MODEL, MODELS, ModelStore, size_text
 
     store = ModelStore()
-    names = MODELS.names()
+    # the LLMs first (the default among them), then the embedder's file
+    names = sorted(MODELS.names(), key=lambda n: (MODELS.get(n).kind != "llm", n))
     width = max(map(len, names))
     for name in names:
         e = MODELS.get(name)
         state = "pulled" if store.pulled(name) else "not pulled"
         default = " (default)" if name == DEFAULT_MODEL else ""
-        typer.echo(f"{name:{width}s}  {e.size / 1e9:5.2f} GB  {state:10s}  {e.description}{default}")
+        typer.echo(f"{name:{width}s}  {e.kind:8s}  {size_text(e.size):>7s}  {state:10s}  sha256 {e.sha256}  {e.description}{default}")
     typer.echo(f"models folder: {store.root} (set MARAG_HOME to move it)")
 
 
@@ -38,7 +39,7 @@ def pull(
     quiet: QuietOpt = False,
 ) -> None:
     """Download a model from its sources in order, check its sha256, and keep it."""
-    from marag.llm.models import DEFAULT_MODEL, ModelStore
+    from marag.llm.models import DEFAULT_MODEL, ModelStore, size_text
 
     store = ModelStore()
     for name in names or [DEFAULT_MODEL]:
@@ -46,7 +47,7 @@ def pull(
             typer.echo(f"{name} is already pulled: {found}")
             continue
         entry = store.entry(name)
-        typer.echo(f"pulling {name} ({entry.size / 1e9:.2f} GB) into {store.root}", err=True)
+        typer.echo(f"pulling {name} ({size_text(entry.size)}) into {store.root}", err=True)
         store.pull(name, force=force, sources=[source] if source else None, progress=not quiet,
                    echo=lambda line: typer.echo(line, err=True))  # fmt: skip
 

