@@ -247,8 +247,10 @@ def test_a_router_trained_on_planted_runs_learns_their_labels(data_dir, tmp_path
     run_dir = tmp_path / "runs" / "planted"
     asyncio.run(run_eval(cfg, run_dir, dataset=ds, llm=planted_llm(ds), index_cache=tmp_path / "ix", progress=False))
     out = tmp_path / "router.json"
-    code, stdout, err = marag("train", "router", str(run_dir), "--out", str(out), "--agent", "llm_only")
+    png = tmp_path / "charts" / "fit.png"
+    code, stdout, err = marag("train", "router", str(run_dir), "--out", str(out), "--agent", "llm_only", "--chart", str(png))
     assert code == 0, err
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and f"chart: {png}" in stdout
     spec = json.loads(out.read_text())
     weights = dict(zip(spec["features"], spec["weights"]))
     assert weights["lp_mean"] > 0  # a surer reader is more often right

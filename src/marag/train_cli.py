@@ -155,13 +155,14 @@ def router(
     min_auroc: Annotated[float, typer.Option(help="A signal is used when it alone separates at least this well.")] = 0.55,
     escalate: Annotated[Optional[float], typer.Option(help="The default share sent on (default: the knee of the quality-cost curve).")] = None,
     check: Annotated[Optional[Path], typer.Option(help="Do not fit: report how this router file separates right from wrong first passes in the runs.")] = None,
+    chart: Annotated[Optional[Path], typer.Option(help="Draw the quality-cost chart of the fit (PNG): first pass, agent, the knob's curve, the oracle router.")] = None,
 ) -> None:
     """Fit `auto`'s router (a logistic regression over the first pass's signals; needs
     scikit-learn) on the per-question results of run directories; write it as JSON."""
     from marag.errors import MaragError
     from marag.strategies.auto.router import Router
     from marag.train.router import check as check_router
-    from marag.train.router import examples, fit, report
+    from marag.train.router import draw, examples, fit, report
 
     exs, summary = examples(runs, first=first, agent=agent, metric=metric, right_at=right_at)
     if not exs:
@@ -177,6 +178,9 @@ def router(
     fitted = fit(exs, summary, features=[f.strip() for f in features.split(",") if f.strip()] if features else None, min_auroc=min_auroc, escalate=escalate,
                  label=f"{metric} >= {right_at}", first=first, agent=agent)  # fmt: skip
     typer.echo(report(fitted))
+    if chart is not None:
+        chart.parent.mkdir(parents=True, exist_ok=True)
+        typer.echo(f"chart: {chart}" if draw(fitted, chart, metric) else "no chart: matplotlib is not installed (pip install matplotlib)")
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)
         tmp = out.with_name(out.name + ".tmp")

@@ -23,14 +23,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 
 import numpy as np
 
 from marag.errors import MaragError
-from marag.eval.quality_cost import RATES, Outcome, Point, Rates, knee, knob_curve, oracle
+from marag.eval.quality_cost import RATES, Outcome, Point, Rates, chart, knee, knob_curve, oracle
 from marag.eval.report import Run
 from marag.strategies.auto.router import ROUTER_FORMAT, Router, RouterFile
 from marag.strategies.auto.signals import SIGNALS, first_pass_signals, from_trace
@@ -242,6 +242,20 @@ def check(router: Router, exs: list[Example]) -> dict[str, float]:
             "examples": float(len(exs)), "right": float(sum(labels))}  # fmt: skip
 
 
+def draw(fitted: Fitted, path: Path, metric: str = "f1") -> bool:
+    """The fit's quality-cost chart: the first pass alone, the agent for every question,
+    auto at the knee and the knob's whole curve (out-of-fold scores, so the router never
+    scores a question it was fitted on) and the oracle router. False when matplotlib is
+    missing."""
+    if not fitted.curve or fitted.knee is None:
+        raise MaragError("no quality-cost chart without the agent's answers in the runs",
+                         hint=f"add runs with {fitted.router.agent or 'the agent'} on the same questions")  # fmt: skip
+    r, base, full = fitted.router, fitted.curve[0], fitted.curve[-1]
+    points = [replace(base, name=r.first), replace(full, name=r.agent or "agent"), replace(fitted.knee, name="auto at the knee")]
+    return chart(points, path, metric, curve=fitted.curve, oracle_point=fitted.oracle,
+                 title=f"{metric} against cost on the router's training questions (n={base.n}, out-of-fold)")  # fmt: skip
+
+
 def report(fitted: Fitted) -> str:
     """The fit as text: each signal's AUROC, the router's, and the knob's curve."""
     r = fitted.router
@@ -269,4 +283,4 @@ def report(fitted: Fitted) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["Example", "Fitted", "auroc", "check", "examples", "fit", "key_of", "report", "signal_aurocs"]
+__all__ = ["Example", "Fitted", "auroc", "check", "draw", "examples", "fit", "key_of", "report", "signal_aurocs"]
