@@ -323,3 +323,23 @@ def test_corpus_hash_is_deterministic_and_order_sensitive():
 def test_minilm_tokenizer_ships_inside_the_package():
     res = resources.files("marag").joinpath("resources").joinpath("minilm")
     assert res.joinpath("tokenizer.json").is_file() and res.joinpath("NOTICE.md").is_file()
+
+
+def test_an_index_moved_aside_by_a_build_killed_mid_swap_is_put_back(tmp_path):
+    """A kill between `_replace_dir`'s two renames leaves no index at --out, only the old
+    one beside it: opening the index, or the next build, restores it."""
+    from marag.index.store import open_directory
+
+    out = tmp_path / "idx"
+    build_index(make_chunks(), out, config(retrievers=["bm25"]), corpus_hash="old", progress=False)
+    (tmp_path / ".idx.old-dead0001").mkdir()  # an unfinished leftover (no manifest): never restored
+    out.rename(tmp_path / ".idx.old-1234abcd")
+    assert not out.exists()
+    assert open_directory(out).manifest["corpus_hash"] == "old"
+    out.rename(tmp_path / ".idx.old-1234abcd")
+    with pytest.raises(IndexFormatError, match="already exists"):  # restored first, so still protected
+        build_index(make_chunks(), out, config(retrievers=["bm25"]), corpus_hash="new", progress=False)
+    assert json.loads((out / "manifest.json").read_text())["corpus_hash"] == "old"
+    (tmp_path / ".idx.old-dead0001").rmdir()
+    with pytest.raises(IndexFormatError, match="not found"):
+        open_directory(tmp_path / "nothing-here")

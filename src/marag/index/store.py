@@ -112,6 +112,20 @@ def _check_config(config: IndexConfig) -> None:
             import_faiss()
 
 
+def _restore_aside(out: Path) -> bool:
+    """Put back an index `_replace_dir` moved aside when the process died between its two
+    renames (a kill in that instant leaves no `out`, only `.NAME.old-*` beside it). Only a
+    finished index (one with a manifest) is restored, the newest if several. True if one was."""
+    if out.exists() or not out.parent.is_dir():
+        return False
+    aside = [p for p in out.parent.glob(f".{out.name}.old-*") if (p / MANIFEST).is_file()]
+    if not aside:
+        return False
+    newest = max(aside, key=lambda p: (p.stat().st_mtime, p.name))
+    os.rename(newest, out)
+    return True
+
+
 def _replace_dir(tmp: Path, out: Path) -> None:
     """Move `tmp` to `out`; an existing `out` is moved aside first and deleted last, so a
     failure at any point leaves either the old or the new index in place."""
@@ -146,6 +160,7 @@ def build_index(
     chunks = list(chunks)
     collections = _check_chunks(chunks, config)
     _check_config(config)
+    _restore_aside(out)  # an earlier build killed mid-swap: its old index is the index
     if out.exists():
         if not overwrite:
             raise IndexFormatError(f"{out} already exists", hint="pass --overwrite or choose another --out")
@@ -346,7 +361,7 @@ def open_directory(path: str | Path, embedder_options: dict[str, Any] | None = N
     `embedder_options` go to the query embedder when dense search first needs it
     (e.g. `{"threads": 4}` for minilm)."""
     path = Path(path)
-    if not path.is_dir():
+    if not path.is_dir() and not _restore_aside(path):
         raise IndexFormatError(
             f"index not found at {path}", hint=f"run `marag index DOCS --out {path}` first"
         )
