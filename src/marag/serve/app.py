@@ -67,13 +67,14 @@ def create_app(settings: ServeSettings, llm=None):
 
     from marag.llm import LLMConfig, make_llm
     from marag.serve import routes_ask, routes_auth, routes_pages, routes_runs
+    from marag.serve.answers import ERRORS
     from marag.serve.auth import Sessions
     from marag.serve.docs import add_docs
     from marag.serve.http import OPEN_PATHS, Gate, SafeJSON
     from marag.serve.jobs import Jobs
 
     app = FastAPI(title="marag", description="Multi-agent RAG: ask, evaluate, and view trajectories.",
-                  docs_url=None, redoc_url=None, default_response_class=SafeJSON)  # fmt: skip
+                  docs_url=None, redoc_url=None, default_response_class=SafeJSON, responses=ERRORS)  # fmt: skip
     sessions = Sessions(settings.token, max_age_s=int(settings.session_hours * 3600)) if settings.token else None
     app.state.serve = ServeState(settings=settings, store=RunStore(settings.runs_dir), model=llm or make_llm(LLMConfig.model_validate(settings.llm)),
                                  jobs=Jobs(settings.max_runs), sessions=sessions, links=pages.Links(static=False, signout=sessions is not None),

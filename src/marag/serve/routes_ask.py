@@ -12,6 +12,7 @@ from fastapi import APIRouter, Depends
 from pydantic import Field
 
 from marag.errors import MaragError, UnknownNameError
+from marag.serve.answers import AskAnswer, Health, StrategyInfo, ok
 from marag.serve.http import SafeJSON
 from marag.serve.jobs import refuse_operator_settings
 from marag.serve.state import RequestBody, ServeState, serve_state
@@ -92,7 +93,7 @@ def available_indexes(st: ServeState) -> list[str]:
     return sorted(names)
 
 
-@router.get("/health")
+@router.get("/health", responses=ok(Health))
 async def health():
     """Liveness and marag's version; needs no token."""
     import marag
@@ -100,20 +101,20 @@ async def health():
     return {"status": "ok", "version": marag.__version__}
 
 
-@router.get("/strategies")
+@router.get("/strategies", responses=ok(list[StrategyInfo]))
 async def strategies():
     """The registered strategies: name, description, whether it needs an index."""
     return [{"name": n, "description": STRATEGIES.get(n).description, "needs_retriever": STRATEGIES.get(n).needs_retriever}
             for n in STRATEGIES.names()]  # fmt: skip
 
 
-@router.get("/indexes")
+@router.get("/indexes", responses=ok(list[str]))
 async def indexes(st: ServeState = Depends(serve_state)):
     """The names of the indexes this server answers from (`index` in POST /ask)."""
     return available_indexes(st)
 
 
-@router.post("/ask")
+@router.post("/ask", responses=ok(AskAnswer))
 async def ask(req: AskRequest, st: ServeState = Depends(serve_state)):
     """Answer one question with a strategy. With no `index`, the only index served is used
     (with several, 400 names them). Returns the answer, its sources, usage and the trace id."""
@@ -145,7 +146,7 @@ async def ask(req: AskRequest, st: ServeState = Depends(serve_state)):
     return {**answer.summary(), "trace_id": answer.trace.id}
 
 
-@router.get("/traces/{trace_id}")
+@router.get("/traces/{trace_id}", responses=ok(dict[str, Any]))
 async def get_trace(trace_id: str, st: ServeState = Depends(serve_state)):
     """One question's trace (every step, LLM call and search), from an answer or a run."""
     return st.find_trace(trace_id)[1]

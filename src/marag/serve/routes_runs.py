@@ -14,6 +14,7 @@ from pydantic import Field
 
 from marag.errors import UnknownNameError
 from marag.llm import LLMConfig
+from marag.serve.answers import RUN_EVENT, RUN_FILE, RunListed, RunStarted, RunState, ok, ok_as
 from marag.serve.http import SafeJSON
 from marag.serve.state import RequestBody, ServeState, serve_state
 from marag.serve.store import RUN_ID, check
@@ -29,7 +30,7 @@ class RunRequest(RequestBody):
     metrics: list[str] | None = Field(default=None, max_length=30, description="Metric names (default: the dataset's).")
 
 
-@router.post("/runs")
+@router.post("/runs", responses=ok(RunStarted))
 async def start_run(req: RunRequest, st: ServeState = Depends(serve_state)):
     """Start an evaluation (`marag eval` on the server): its run id, status running;
     follow it at /runs/{run_id}/events. Past the runs allowed at once (two), 429."""
@@ -53,14 +54,14 @@ async def start_run(req: RunRequest, st: ServeState = Depends(serve_state)):
     return {"run_id": run_id, "status": "running"}
 
 
-@router.get("/runs")
+@router.get("/runs", responses=ok(list[RunListed]))
 async def list_runs(st: ServeState = Depends(serve_state)):
     """The runs in the runs folder: id, dataset, strategies."""
     return [{"run_id": rid, "dataset": m["config"]["dataset"], "strategies": m["config"]["strategies"],
              "status": job.status if (job := st.jobs.get(rid)) else "stored"} for rid, m in st.store.runs()]  # fmt: skip
 
 
-@router.get("/runs/{run_id}")
+@router.get("/runs/{run_id}", responses=ok(RunState))
 async def get_run(run_id: str, st: ServeState = Depends(serve_state)):
     """A run's config, per-strategy summary and progress."""
     from marag.eval.report import Run, summary_rows
@@ -79,7 +80,7 @@ async def get_run(run_id: str, st: ServeState = Depends(serve_state)):
     return {"run_id": run_id, **state, "config": meta["config"], "summary": rows}
 
 
-@router.get("/runs/{run_id}/events")
+@router.get("/runs/{run_id}/events", response_class=StreamingResponse, responses=ok_as({"text/event-stream": RUN_EVENT}))
 async def run_events(run_id: str, st: ServeState = Depends(serve_state)):
     """Server-sent events: one per answer written, then the final state."""
     check(run_id, RUN_ID, "run id")
@@ -99,7 +100,7 @@ async def run_events(run_id: str, st: ServeState = Depends(serve_state)):
     return StreamingResponse(stream(), media_type="text/event-stream")
 
 
-@router.get("/runs/{run_id}/files/{name}")
+@router.get("/runs/{run_id}/files/{name}", response_class=FileResponse, responses=ok_as(RUN_FILE))
 async def run_file(run_id: str, name: str, st: ServeState = Depends(serve_state)):
-    """A file of a run: report.md, results.jsonl, traces.jsonl or a plot."""
+    """A file of a run: report.md, config.json or a plot (a name ending .md, .json or .png)."""
     return FileResponse(st.store.file(run_id, name))

@@ -42,7 +42,7 @@ from marag.corpus.loaders.base import (
     OnError,
     register_loader,
 )
-from marag.corpus.loaders._io import JSON_SUFFIXES, peek
+from marag.corpus.loaders._io import JSON_SUFFIXES, peek, peeked_at
 from marag.corpus.models import Question
 from marag.errors import CorpusError
 
@@ -79,10 +79,13 @@ def detect_format(path: str | PathLike[str]) -> str:
     if p.is_file() and p.suffix.lower() in JSON_SUFFIXES:
         kind, rec = peek(p)
         if kind in ("record", "list") and isinstance(rec, dict):  # generic JSONL that fails its checks
-            what = "line 1" if kind == "record" else "element 1"
+            # the record detection looked at: not always line 1 (blank or broken lines
+            # before it are passed over), and a field of the wrong type is not a missing one
+            wrong = next((f for f in ("text", "question") if f in rec and not isinstance(rec[f], str)), None)
+            problem = (f": field {wrong!r} is {type(rec[wrong]).__name__}, not a string" if wrong
+                       else f" has no 'text' field (its fields: {', '.join(sorted(rec)) or 'none'})")  # fmt: skip
             raise CorpusError(
-                f"{p}: {what} has no 'text' field (its fields: {', '.join(sorted(rec)) or 'none'}), so it is neither "
-                "a document nor a question record",
+                f"{p}: {peeked_at(p)}{problem}, so it is neither a document nor a question record",
                 hint="give every document a 'text' field (optionally 'id', 'title' and metadata fields), "
                 "or every question a 'question' field; or name the format with --format",
             )

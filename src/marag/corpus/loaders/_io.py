@@ -200,11 +200,16 @@ def _peek_json(file: Path) -> tuple[str, Any]:
 
 
 def _peek_jsonl(file: Path) -> tuple[str, Any]:
+    return _peek_jsonl_at(file)[:2]
+
+
+def _peek_jsonl_at(file: Path) -> tuple[str, Any, int]:
+    """`_peek_jsonl` and the 1-based number of the line it looked at (0: none)."""
     # The first line that parses: a malformed opening line should not hide the format
     # (the loader then reports that line precisely).
     seen_text = False
     with open(file, "rb") as f:
-        for raw in islice(f, 50):
+        for lineno, raw in enumerate(islice(f, 50), 1):
             line = _decode(raw)[0]
             if not line.strip():
                 continue
@@ -213,8 +218,20 @@ def _peek_jsonl(file: Path) -> tuple[str, Any]:
                 obj = json.loads(line)
             except json.JSONDecodeError:
                 continue
-            return ("record", obj) if isinstance(obj, dict) else ("invalid", None)
-    return ("invalid", None) if seen_text else ("empty", None)
+            return ("record", obj, lineno) if isinstance(obj, dict) else ("invalid", None, lineno)
+    return ("invalid", None, 0) if seen_text else ("empty", None, 0)
+
+
+def peeked_at(file: Path) -> str:
+    """Where `peek` found the record it returned, as an error message names it: "line N"
+    of JSON Lines (blank or broken lines before it are passed over), "element 1" of a
+    .json list."""
+    if file.suffix.lower() == ".json":
+        return "element 1"
+    try:
+        return f"line {_peek_jsonl_at(file)[2]}"
+    except OSError:
+        return "line 1"
 
 
 def first_record(file: Path) -> dict[str, Any] | None:

@@ -2,7 +2,9 @@
 
     {"id": "d1", "title": "Optional", "text": "Required body", "lang": "en"}
 
-- `text` (string) is required.
+- `text` (string) is required. An empty one is allowed: the document is kept (its id
+  stays known, e.g. as a gold id) and gives no chunk; a file whose every text is empty
+  is an error ("no documents found").
 - `id` (string or integer) is optional: without it the id is `<file stem>:<line>`
   (1-based line number; for a `.json` list, the 1-based record number), which is stable
   as long as the file is not reordered.
