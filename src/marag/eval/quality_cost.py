@@ -149,6 +149,13 @@ def chart(points: list[Point], path, metric: str, rates: Rates = RATES, curve: l
     if curve:
         ax.plot([max(p.seconds, 0.1) for p in curve], [p.quality for p in curve], "-", color="0.6", lw=1.2, zorder=1,
                 label="escalate from 0 to 1: the run's first pass and agent, by auto's scores")  # fmt: skip
+        # what sending a random share on would give (on average): a router is worth its
+        # arithmetic only where its curve rises above this line
+        a, b = curve[0], curve[-1]
+        shares = [i / 50 for i in range(51)]
+        ax.plot([max(a.seconds + t * (b.seconds - a.seconds), 0.1) for t in shares],
+                [a.quality + t * (b.quality - a.quality) for t in shares], ":", color="0.45", lw=1, zorder=1,
+                label="a random share sent on (no router)")  # fmt: skip
     for p in points:
         x = max(p.seconds, 0.1)  # (an answer replayed from a cache costs nothing: kept on the log axis)
         ax.errorbar([x], [p.quality], yerr=[[p.quality - p.low], [p.high - p.quality]], fmt="o", ms=6, capsize=3, zorder=3)
