@@ -343,3 +343,14 @@ def test_an_index_moved_aside_by_a_build_killed_mid_swap_is_put_back(tmp_path):
     (tmp_path / ".idx.old-dead0001").rmdir()
     with pytest.raises(IndexFormatError, match="not found"):
         open_directory(tmp_path / "nothing-here")
+
+
+def test_only_the_indexs_own_leftover_is_put_back_whatever_its_name(tmp_path):
+    from marag.index.store import open_directory
+
+    other = tmp_path / "ab"
+    build_index(make_chunks(), other, config(retrievers=["bm25"]), corpus_hash="ab", progress=False)
+    other.rename(tmp_path / ".ab.old-1234abcd")  # `a[b]` as a glob would match it
+    with pytest.raises(IndexFormatError, match="not found"):
+        open_directory(tmp_path / "a[b]")
+    assert (tmp_path / ".ab.old-1234abcd" / "manifest.json").is_file()

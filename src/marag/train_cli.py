@@ -169,6 +169,8 @@ def router(
         raise MaragError(f"no answers of {first} with traces in {', '.join(map(str, runs))}",
                          hint=f"give run directories of `marag eval ... --strategies {first},{agent}`")  # fmt: skip
     if check is not None:
+        if chart is not None:
+            raise MaragError("--chart draws a fit's curve; --check fits nothing", hint="leave out --chart, or --check")
         res = check_router(Router.load(check), exs)
         typer.echo(f"{int(res['examples'])} first-pass answers, {int(res['right'])} right ({metric} >= {right_at}): "
                    f"router AUROC {res['router']:.3f}; best single signal {res['best_signal_name']} {res['best_signal']:.3f}")  # fmt: skip
@@ -178,12 +180,15 @@ def router(
     fitted = fit(exs, summary, features=[f.strip() for f in features.split(",") if f.strip()] if features else None, min_auroc=min_auroc, escalate=escalate,
                  label=f"{metric} >= {right_at}", first=first, agent=agent)  # fmt: skip
     typer.echo(report(fitted))
-    if chart is not None:
-        chart.parent.mkdir(parents=True, exist_ok=True)
-        typer.echo(f"chart: {chart}" if draw(fitted, chart, metric) else "no chart: matplotlib is not installed (pip install matplotlib)")
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)
         tmp = out.with_name(out.name + ".tmp")
         tmp.write_text(json.dumps(fitted.router.model_dump(mode="json"), indent=1) + "\n", encoding="utf-8")
         tmp.replace(out)
         typer.echo(f"router: {out} (use it with --set auto.router={out})")
+    if chart is not None:  # after the router is safe: a chart that cannot be drawn loses nothing
+        chart.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            typer.echo(f"chart: {chart}" if draw(fitted, chart, metric) else "no chart: matplotlib is not installed (pip install matplotlib)")
+        except MaragError as e:
+            typer.echo(f"no chart: {e}")

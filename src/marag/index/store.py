@@ -118,11 +118,15 @@ def _restore_aside(out: Path) -> bool:
     finished index (one with a manifest) is restored, the newest if several. True if one was."""
     if out.exists() or not out.parent.is_dir():
         return False
-    aside = [p for p in out.parent.glob(f".{out.name}.old-*") if (p / MANIFEST).is_file()]
+    # (a prefix, not a glob: an index name may hold [ ] ? *)
+    aside = [p for p in out.parent.iterdir() if p.name.startswith(f".{out.name}.old-") and (p / MANIFEST).is_file()]
     if not aside:
         return False
     newest = max(aside, key=lambda p: (p.stat().st_mtime, p.name))
-    os.rename(newest, out)
+    try:
+        os.rename(newest, out)
+    except OSError:  # a read-only place, or a build finishing its swap right now: not ours to repair
+        return False
     return True
 
 
@@ -137,6 +141,8 @@ def _replace_dir(tmp: Path, out: Path) -> None:
         except BaseException:
             os.rename(old, out)
             raise
+        # the manifest goes first: a delete killed halfway leaves no "finished index" to restore
+        (old / MANIFEST).unlink(missing_ok=True)
         shutil.rmtree(old, ignore_errors=True)
     else:
         os.rename(tmp, out)

@@ -243,9 +243,9 @@ def same_model(a: LLMConfig, b: LLMConfig) -> bool:
             return None
         if c.model_path:
             return str(Path(c.model_path).expanduser().resolve())
-        from marag.llm.models import MODELS, ModelStore
+        from marag.llm.models import ModelStore, llm_names
 
-        return str(ModelStore().path(c.model).resolve()) if c.model in MODELS else c.model
+        return str(ModelStore().path(c.model).resolve()) if c.model in llm_names() else c.model
 
     if a.backend == b.backend == "llamacpp":  # a catalogue name and its file's path are one model
         return where(a) == where(b)
