@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from functools import partial
 from typing import Any
 
 import numpy as np
@@ -27,6 +26,7 @@ from marag.agents.documents import sentences as sentences_of
 from marag.agents.ginger import ConciseAnswerer, ConciseInput, NuggetPicker, PickInput, concatenated_query, picked, search_strings
 from marag.index.base import Hit
 from marag.index.embed import similarity_to
+from marag.strategies.aids import compose
 from marag.strategies.ginger.config import PAPER_SETTINGS, GingerConfig
 from marag.strategies.ginger.nuggets import tagged_nuggets
 from marag.strategies.ginger.pairwise import Prefer, duot5
@@ -173,6 +173,4 @@ class Aids:
     @classmethod
     def of(cls, cfg: GingerConfig) -> Aids:
         """The aids `cfg` turns on, the paper's behaviour elsewhere."""
-        chosen = dict(PAPER)
-        chosen.update({place: aid for setting, place, aid in AIDS if getattr(cfg, setting) != PAPER_SETTINGS[setting]})
-        return cls(**{place: fn and partial(fn, cfg) for place, fn in chosen.items()})
+        return compose(cls, cfg, PAPER, AIDS, lambda setting: getattr(cfg, setting) != PAPER_SETTINGS[setting])

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from functools import partial
 from typing import Any
 
 from marag.agents.answerer import AnswerInput, Passage
@@ -29,6 +28,7 @@ from marag.agents.search.linked import linked_hits
 from marag.agents.search.memory import SearchMemory, flattened
 from marag.agents.unirag import FinalAnswer, FinalInput, PlanInput, PlanStep, SourcesAnswer
 from marag.index.base import Hit, Retriever
+from marag.strategies.aids import compose
 from marag.strategies.unirag.config import DEFAULT_FLOOR, PAPER_SETTINGS, UniRAGConfig
 from marag.strategies.unirag.state import Run
 from marag.trace import step
@@ -252,6 +252,4 @@ class Aids:
     @classmethod
     def of(cls, cfg: UniRAGConfig) -> Aids:
         """The aids `cfg` turns on, the paper's behaviour elsewhere."""
-        chosen = dict(PAPER)
-        chosen.update({place: aid for setting, place, aid in AIDS if _on(cfg, setting)})
-        return cls(**{place: fn and partial(fn, cfg) for place, fn in chosen.items()})
+        return compose(cls, cfg, PAPER, AIDS, lambda setting: _on(cfg, setting))

@@ -13,12 +13,12 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from functools import partial
 from typing import Any
 
 from marag.agents.documents import doc_from_hit
 from marag.agents.layout import clip
 from marag.agents.search.memory import SearchMemory, overlap
+from marag.strategies.aids import compose
 from marag.strategies.kair.aids import knowledge, reading, search
 from marag.strategies.kair.config import KAIRConfig
 
@@ -102,6 +102,4 @@ class Aids:
     @classmethod
     def of(cls, cfg: KAIRConfig) -> Aids:
         on = set(cfg.additions())
-        chosen = dict(PAPER)
-        chosen.update({place: aid for setting, (place, aid) in AIDS.items() if setting in on})
-        return cls(**{place: fn and partial(fn, cfg) for place, fn in chosen.items()})
+        return compose(cls, cfg, PAPER, ((setting, place, aid) for setting, (place, aid) in AIDS.items()), on.__contains__)
