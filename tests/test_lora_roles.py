@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from marag.errors import MaragError
+from marag.errors import LLMError, MaragError
 from marag.llm import LLMConfig, make_llm
 from marag.llm.llamacpp import LlamaCppLLM, resolve_lora_roles
 from marag.strategies import make_strategy
@@ -127,3 +127,29 @@ def test_qualified_roles_tell_strategies_apart_and_bare_names_still_work(files, 
     assert {r for r, _, s in calls if s == 1.0} == {"answerer", "searcher.query"}
     with pytest.warns(RoleNameWarning, match="'planner': bare role names are deprecated, write mrag.planner or unirag.planner"):
         assert cli._lora(adapter, "planner")["lora_roles"] == ["planner"]  # kept as written: the run's config is unchanged
+
+
+def test_an_adapter_for_another_base_model_is_refused(files, tmp_path):
+    """An adapter names the model it was trained on (adapter.json's base_file and
+    catalogue name): run on another model it is refused with one line saying which."""
+    from marag import cli
+
+    base, adapter = files
+    adapter.with_suffix(".json").write_text(json.dumps({"roles": TRAINED, "base_file": "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
+                                                        "model": "qwen2.5-1.5b"}))  # fmt: skip
+    with pytest.raises(LLMError) as info:
+        LlamaCppLLM(base, lora=adapter)
+    assert "trained for qwen2.5-1.5b, not base.gguf" in info.value.message and "\n" not in info.value.message
+    assert "--llm qwen2.5-1.5b" in info.value.hint
+    # the same adapter on its own base (by file name) loads, and its folder names it too
+    own = tmp_path / "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"
+    own.write_bytes(b"GGUF")
+    assert LlamaCppLLM(own, lora=adapter.parent).lora == adapter
+    assert cli._lora(adapter.parent, None)["lora"] == str(adapter.resolve())
+
+
+def test_an_older_adapter_names_its_base_by_path(files, tmp_path):
+    base, adapter = files
+    adapter.with_suffix(".json").write_text(json.dumps({"roles": TRAINED, "base_model": "/models/other.gguf"}))
+    with pytest.raises(LLMError, match="trained for other.gguf"):
+        LlamaCppLLM(base, lora=adapter)

@@ -164,11 +164,12 @@ def _lora(lora: Path | None, roles: str | None) -> dict:
         if roles:
             raise MaragError("--lora-roles needs --lora", hint="add --lora PATH/adapter.gguf (from `marag train finetune`)")
         return {}
-    from marag.llm.llamacpp import resolve_lora_roles
+    from marag.llm.llamacpp import adapter_file, resolve_lora_roles
     from marag.strategies.base import warn_bare_roles
 
     if roles:  # qualified names (mrag.planner); a bare one still works, kept as written
         warn_bare_roles(_csv(roles), "--lora-roles")
+    lora = adapter_file(lora)  # a folder from `marag train finetune` names its adapter.gguf
     return {"lora": str(lora.resolve()), "lora_roles": resolve_lora_roles(lora, _csv(roles) if roles else None)}
 
 
@@ -568,7 +569,16 @@ def serve(
     sock = _listening_socket(host, port)  # before saying it serves: a bad or busy port fails here
     signin = "; sign in there with the token" if token else ""
     typer.echo(f"marag serving on http://{host}:{port}/ (API docs at /docs{signin})")
-    uvicorn.Server(uvicorn.Config(create_app(settings), log_level="warning")).run(sockets=[sock])
+    # On SIGTERM uvicorn waits for the requests in progress; a client following an
+    # evaluation's events (GET /runs/{id}/events) is one until the evaluation ends, which
+    # kept a stopped server running for as long (benchmarks/soak.py). Past the grace the
+    # requests are cut and the evaluation is cancelled between answers (what it wrote
+    # stays; POST /runs with the same request resumes it).
+    config = uvicorn.Config(create_app(settings), log_level="warning", timeout_graceful_shutdown=SHUTDOWN_GRACE_S)
+    uvicorn.Server(config).run(sockets=[sock])
+
+
+SHUTDOWN_GRACE_S = 10  # seconds `marag serve` gives requests in progress to finish when told to stop
 
 
 def _listening_socket(host: str, port: int):

@@ -134,12 +134,13 @@ def finetune(
     from the last checkpoint of the same run. Writes lora/adapter.gguf and adapter.json
     (the trainable roles: `marag eval --lora` applies the adapter to those only)."""
     from marag.train.finetune import finetune as run
+    from marag.train.loop import provenance
 
     cfg = _config(directory)
     if model is None and cfg.llm.backend == "llamacpp":  # the model the trajectories were sampled with
         model = cfg.llm.model_path or cfg.llm.model
     out = run(directory / "sft.jsonl", directory / "lora", model, steps=steps, rank=rank, lr=lr, batch=batch, max_len=max_len,
-              save_every=save_every, fresh=fresh, roles=cfg.trainable_roles)  # fmt: skip
+              save_every=save_every, fresh=fresh, roles=cfg.trainable_roles, provenance=provenance(cfg))  # fmt: skip
     typer.echo(json.dumps(out, indent=1))
 
 
@@ -192,3 +193,21 @@ def router(
             typer.echo(f"chart: {chart}" if draw(fitted, chart, metric) else "no chart: matplotlib is not installed (pip install matplotlib)")
         except MaragError as e:
             typer.echo(f"no chart: {e}")
+
+
+@train_app.command("run")
+def run_plan(
+    plan: Annotated[Path, typer.Argument(help="The plan: a TOML file (see docs/self-training.md).")],
+    directory: Annotated[Optional[Path], typer.Option("--dir", help="Where the loop's stages write (default: runs/<plan name>).")] = None,
+    data_dir: DataDirOpt = None,
+) -> None:
+    """The whole loop in one command: the teacher samples, rewards, selects and exports on
+    the plan's training questions; the student's adapter is trained on them; teacher,
+    base student and tuned student answer the held-back questions; a paired report.
+    Started again, it resumes where it stopped."""
+    from marag.train.plan import PlanRun, load_plan
+
+    loaded = load_plan(plan)
+    report = PlanRun(loaded, directory or Path("runs") / plan.stem, data_dir, echo=typer.echo).run()
+    if report is not None:
+        typer.echo(f"report: {report}")

@@ -34,7 +34,17 @@ def test_a_few_lora_steps_give_an_adapter_llama_cpp_applies(tmp_path, smoke_mode
     assert out["examples"] == 2 and out["last_loss"] < out["first_loss"]
     assert (tmp_path / "lora" / "checkpoint-3" / "optimizer.pt").is_file()  # a resumable checkpoint, optimizer included
 
-    assert json.loads((tmp_path / "lora" / "adapter.json").read_text())["roles"] == ["answerer"]  # the examples' role
+    described = json.loads((tmp_path / "lora" / "adapter.json").read_text())
+    assert described["roles"] == ["answerer"]  # the examples' role
+    # it names its base model (catalogue name and file) and how it was trained
+    assert described["base_file"] == smoke_model.name and described["last_loss"] == out["last_loss"] and described["steps"] == 3
+    other = tmp_path / "other-model.gguf"
+    other.write_bytes(b"GGUF")
+    from marag.errors import LLMError
+    from marag.llm.llamacpp import LlamaCppLLM
+
+    with pytest.raises(LLMError, match=f"trained for .*, not {other.name}"):
+        LlamaCppLLM(other, lora=tmp_path / "lora")  # the folder names its adapter.gguf
 
     def replies(**kw) -> dict[str, tuple[str, str]]:
         """role -> (model recorded, reply) for one call in each role's step."""

@@ -67,16 +67,39 @@ from marag.errors import ContextOverflowError, LLMError
 from marag.llm.chat import LOGPROB_ALTERNATIVES, ChatModel, Completion, openai_logprobs
 from marag.trace import current_role, current_step
 
+def adapter_file(lora: str | Path) -> Path:
+    """The adapter GGUF a user named: the file itself, or a directory `marag train
+    finetune` wrote (its `adapter.gguf`)."""
+    path = Path(lora).expanduser()
+    return path / "adapter.gguf" if path.is_dir() else path
+
+
+def adapter_description(lora: str | Path) -> dict[str, Any]:
+    """The `adapter.json` beside an adapter ({} when there is none)."""
+    sidecar = adapter_file(lora).with_suffix(".json")
+    if not sidecar.is_file():
+        return {}
+    try:
+        data = json.loads(sidecar.read_text(encoding="utf-8"))
+    except ValueError:
+        raise LLMError(f"unreadable adapter description {sidecar}", hint="rewrite it (marag train finetune) or delete it") from None
+    return data if isinstance(data, dict) else {}
+
+
+def check_adapter_base(lora: str | Path, model_file: Path) -> None:
+    """Refuse an adapter trained on another base model: its low-rank weights are deltas
+    of that model's matrices, and on another model's they give fluent nonsense, not an error."""
+    made_for = adapter_description(lora).get("base_file") or Path(str(adapter_description(lora).get("base_model", ""))).name
+    if made_for and made_for != model_file.name:
+        name = adapter_description(lora).get("model") or made_for
+        raise LLMError(f"the adapter {adapter_file(lora)} was trained for {name}, not {model_file.name}",
+                       hint=f"run it with --llm {name}, or train one for this model (marag train finetune --model ...)")  # fmt: skip
+
+
 def adapter_roles(lora: str | Path) -> list[str] | None:
     """The roles an adapter is for, from the `adapter.json` that `marag train finetune`
     writes beside `adapter.gguf` (None when there is none)."""
-    sidecar = Path(lora).expanduser().with_suffix(".json")
-    if not sidecar.is_file():
-        return None
-    try:
-        roles = json.loads(sidecar.read_text(encoding="utf-8")).get("roles")
-    except ValueError:
-        raise LLMError(f"unreadable adapter description {sidecar}", hint="rewrite it (marag train finetune) or delete it") from None
+    roles = adapter_description(lora).get("roles")
     return [str(r) for r in roles] if isinstance(roles, list) else None
 
 
@@ -119,9 +142,11 @@ class LlamaCppLLM(ChatModel):
         self.json_layout = json_layout or default_json_layout(path)
         if self.json_layout not in JSON_LAYOUTS:
             raise LLMError(f"unknown JSON layout {self.json_layout!r}", hint=f"choose one of: {', '.join(JSON_LAYOUTS)}")
-        self.lora = Path(lora).expanduser() if lora else None
+        self.lora = adapter_file(lora) if lora else None
         if self.lora is not None and not self.lora.is_file():
-            raise LLMError(f"LoRA adapter not found: {self.lora}", hint="give the adapter.gguf that `marag train finetune` wrote")
+            raise LLMError(f"LoRA adapter not found: {self.lora}", hint="give the adapter.gguf (or its folder) that `marag train finetune` wrote")
+        if self.lora is not None:
+            check_adapter_base(self.lora, path)
         self.base_model = path.name
         self.lora_roles: frozenset[str] | None = None  # None: every call
         if self.lora is not None:

@@ -80,14 +80,15 @@ def prepare_out(out: Path, fingerprint: dict[str, Any], fresh: bool = False) -> 
 def finetune(
     sft: str | Path, out: str | Path, model_path: str | Path | None = None, steps: int = 40, rank: int = 16,
     lr: float = 2e-4, batch: int = 4, max_len: int = 1024, save_every: int = 20, seed: int = 0, progress: bool = True,
-    fresh: bool = False, roles: list[str] | None = None,
+    fresh: bool = False, roles: list[str] | None = None, provenance: dict[str, Any] | None = None,
 ) -> dict[str, Any]:  # fmt: skip
     """LoRA on `sft` (the exported examples) over the GGUF model at `model_path`; writes
     checkpoints (adapter + optimizer state) to `out`, the final adapter as `adapter.gguf`
     and beside it `adapter.json`, which names the roles it is for (`roles`: the trainable
     roles; default, the roles of the examples), so the local backend applies it to those
-    roles only."""
-    from marag.llm.models import resolve_model_file
+    roles only. `provenance` (the teacher, the questions the examples came from) is
+    recorded in adapter.json beside what the run itself knows (base model, steps, loss)."""
+    from marag.llm.models import catalogue_entry_for, resolve_model_file
 
     out = Path(out)
     if not Path(sft).is_file():
@@ -113,8 +114,14 @@ def finetune(
     arch = gguf_architecture(gguf)
     adapter = write_gguf_adapter(model, out / "adapter.gguf", rank, arch)
     trained = sorted({r.get("role") for r in rows if r.get("role")})
-    sidecar = {"roles": sorted(roles) if roles else trained, "trained_roles": trained, "base_model": str(gguf.resolve()),
-               "architecture": arch, "rank": rank, "steps": steps, "examples": len(data)}  # fmt: skip
+    entry = catalogue_entry_for(gguf)
+    # the base model by catalogue name and file name: `--lora` refuses the adapter on any
+    # other model (marag.llm.llamacpp.check_adapter_base)
+    sidecar = {"roles": sorted(roles) if roles else trained, "trained_roles": trained, "model": entry.name if entry else None,
+               "base_file": gguf.name, "base_model": str(gguf.resolve()), "architecture": arch, "rank": rank, "lr": lr,
+               "batch": batch, "steps": steps, "examples": len(data),
+               "examples_sha256": hashlib.sha256(Path(sft).read_bytes()).hexdigest(),
+               "first_loss": result.get("first_loss"), "last_loss": result.get("last_loss"), **(provenance or {})}  # fmt: skip
     adapter.with_suffix(".json").write_text(json.dumps(sidecar, indent=1), encoding="utf-8")
     return {"examples": len(data), "examples_too_long": len(rows) - len(data), **result, "seconds": round(time.perf_counter() - t0, 1), "adapter": str(adapter),
             "adapter_bytes": adapter.stat().st_size, "architecture": arch, "roles": sidecar["roles"]}  # fmt: skip

@@ -478,3 +478,13 @@ def export(cfg: TrainConfig, directory: Path) -> Path:
         raise MaragError("no training examples: no selected trajectory has a usable call by a trainable role",
                          hint="sample more trajectories (--trajectories) or check the trainable roles")  # fmt: skip
     return path
+
+
+def provenance(cfg: TrainConfig) -> dict[str, Any]:
+    """What an adapter trained from this directory was taught with, for its adapter.json:
+    the teacher (the sampling model), the strategy and roles, the questions and the reward."""
+    teacher = cfg.llm.model_path or cfg.llm.model or cfg.llm.backend
+    return {"teacher": str(teacher), "strategy": cfg.strategy,
+            "data": {"dataset": cfg.dataset, "skip": cfg.skip, "limit": cfg.limit, "trajectories": cfg.trajectories,
+                     "index": cfg.index_path},
+            "reward": cfg.reward}  # fmt: skip
