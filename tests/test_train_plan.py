@@ -134,3 +134,11 @@ def test_plans_that_would_leak_or_do_not_parse_are_refused(tmp_path):
         load_plan(tmp_path / "typo.toml")
     with pytest.raises(MaragError, match="no plan at"):
         load_plan(tmp_path / "missing.toml")
+
+
+def test_the_shipped_plan_parses_and_holds_its_questions_back(tmp_path):
+    plan = load_plan(REPO / "plans" / "unirag-student.toml")
+    assert plan.teacher == "qwen2.5-1.5b" and plan.student == "qwen2.5-0.5b" and plan.reward == "reference"
+    assert plan.evaluate is not None and all(
+        not (set(s.span()) & set(plan.evaluate.span())) for s in plan.questions if s.dataset == plan.evaluate.dataset)
+    assert PlanRun(plan, tmp_path / "d", echo=lambda _: None).adapter_dir() == tmp_path / "d" / "adapters" / "qwen2.5-0.5b"
