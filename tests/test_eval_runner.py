@@ -113,6 +113,26 @@ def test_resume_answers_only_what_is_missing(hotpot, tmp_path):
     assert calls == []
 
 
+def test_the_index_is_prepared_off_the_event_loop(hotpot, tmp_path, monkeypatch):
+    """Building a dataset's index takes minutes: in `marag serve` an evaluation started
+    over HTTP stopped every other request for as long (benchmarks/soak.py)."""
+    import threading
+
+    from marag.eval import runner
+
+    threads = []
+    real = runner.prepare_retrieval
+
+    def prepare(*args, **kwargs):
+        threads.append(threading.current_thread() is threading.main_thread())
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(runner, "prepare_retrieval", prepare)
+    asyncio.run(run_eval(config(limit=1), tmp_path / "run", dataset=hotpot, llm=gold_answer_llm(hotpot),
+                         index_cache=tmp_path / "ix", progress=False))  # fmt: skip
+    assert threads == [False]
+
+
 def test_a_failing_question_is_recorded_and_retried(hotpot, tmp_path):
     run_dir = tmp_path / "run"
     bad = hotpot.questions[1].question

@@ -87,3 +87,32 @@ def test_make_llm_scripted_fabricates_valid_placeholders():
     r = ask(llm, "anything", Deep)
     assert isinstance(r.parsed, Deep) and r.parsed.score == 1 and r.parsed.plan.action == "search"
     assert ask(llm, "anything").text
+
+
+def test_the_made_scripted_model_keeps_no_calls_and_lets_others_run_at_each_call():
+    """`make_llm("scripted")` is what `marag serve --llm scripted` answers with: it grew by
+    every prompt it saw, and a question's calls never gave the event loop back, so an
+    evaluation held the server for its whole run (benchmarks/soak.py)."""
+    llm = make_llm("scripted")
+    ticks = 0
+
+    async def ticker():
+        nonlocal ticks
+        while True:
+            ticks += 1
+            await asyncio.sleep(0)
+
+    async def scenario():
+        task = asyncio.create_task(ticker())
+        await asyncio.sleep(0)
+        before = ticks
+        for _ in range(20):
+            await llm.generate([Message(role="user", content="q")])
+        task.cancel()
+        return ticks - before
+
+    assert asyncio.run(scenario()) >= 20
+    assert llm.calls == [] and llm.n_calls == 20
+    recorded = ScriptedLLM(["a"])
+    ask(recorded, "q")
+    assert len(recorded.calls) == 1  # a test's own one records, as before

@@ -93,3 +93,34 @@ def test_a_full_queue_answers_429_before_opening_an_index(indexes, monkeypatch):
             assert (await held).status_code == 200
 
     asyncio.run(scenario())
+
+
+def test_a_question_the_stop_cuts_short_gets_503_not_500(indexes):
+    """Past `marag serve --shutdown-grace`, uvicorn cancels the requests still running; it
+    answered them a bare 500 "Internal Server Error" and logged a traceback each."""
+    llm = HeldLLM()
+    app = create_app(ServeSettings(runs_dir=str(indexes.parent / "runs"), indexes_dir=str(indexes), token=TOKEN), llm=llm)
+    sent: list[dict] = []
+
+    async def receive():
+        return {"type": "http.request", "body": b'{"question": "q", "strategy": "llm_only"}', "more_body": False}
+
+    async def send(message):
+        sent.append(message)
+
+    scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST", "scheme": "http",
+             "path": "/ask", "raw_path": b"/ask", "query_string": b"", "root_path": "", "server": ("127.0.0.1", 8321),
+             "client": ("127.0.0.1", 5555), "headers": [(b"host", b"127.0.0.1"), (b"content-length", b"41"),
+                                                        (b"content-type", b"application/json"),
+                                                        (b"authorization", AUTH["Authorization"].encode())]}  # fmt: skip
+
+    async def scenario():
+        request = asyncio.create_task(app(scope, receive, send))
+        await asyncio.wait_for(llm.started.wait(), 30)  # answering, held
+        request.cancel()  # what uvicorn does to it when the grace is over
+        await request
+
+    asyncio.run(scenario())
+    start = next(m for m in sent if m["type"] == "http.response.start")
+    assert start["status"] == 503 and (b"retry-after", b"5") in start["headers"]
+    assert b"the server is stopping" in b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")

@@ -43,6 +43,32 @@ def test_readers_share_events_and_late_readers_get_the_final_state():
     asyncio.run(scenario())
 
 
+def test_a_reader_gets_a_backlog_as_one_list_and_a_finished_job_keeps_no_events():
+    """A stream sends each list as one write (benchmarks/soak.py: thousands of writes in
+    one turn of the loop held every other request up), and the job lets go of its events
+    when it ends: readers following keep theirs, later ones get the final state."""
+
+    async def scenario():
+        go = asyncio.Event()
+
+        async def work(job):
+            for i in range(500):
+                job.progress(ResultRecord(strategy="s", qid=f"q{i}"), i + 1, 501)
+            await go.wait()
+            job.progress(ResultRecord(strategy="s", qid="q500"), 501, 501)
+
+        job = Jobs(1).start("r", work)
+        await asyncio.sleep(0)
+        batches = job.batches()
+        assert [e["qid"] for e in await anext(batches)] == [f"q{i}" for i in range(500)]  # the backlog, at once
+        go.set()
+        rest = [e async for batch in batches for e in batch]
+        assert [e.get("qid") for e in rest] == ["q500", None] and rest[-1]["status"] == "done"
+        assert job.events == [] and [e async for e in job.follow()] == [job.state()]
+
+    asyncio.run(scenario())
+
+
 def test_a_failed_job_reports_why():
     async def scenario():
         async def work(job):

@@ -536,6 +536,9 @@ def serve(
     body_timeout: Annotated[
         float, typer.Option(help="Seconds a request body has to arrive whole (then 408 and the connection is closed).")
     ] = 15.0,
+    shutdown_grace: Annotated[
+        float, typer.Option(min=0, help="Seconds requests in progress get to finish when the server is stopped (SIGTERM, Ctrl-C); then they are cut.")
+    ] = 10.0,
     data_dir: DataDirOpt = None,
 ) -> None:
     """Serve the HTTP API and the trajectory viewer (http://127.0.0.1:8321/; with a token, sign in at /signin)."""
@@ -574,11 +577,8 @@ def serve(
     # kept a stopped server running for as long (benchmarks/soak.py). Past the grace the
     # requests are cut and the evaluation is cancelled between answers (what it wrote
     # stays; POST /runs with the same request resumes it).
-    config = uvicorn.Config(create_app(settings), log_level="warning", timeout_graceful_shutdown=SHUTDOWN_GRACE_S)
+    config = uvicorn.Config(create_app(settings), log_level="warning", timeout_graceful_shutdown=shutdown_grace)
     uvicorn.Server(config).run(sockets=[sock])
-
-
-SHUTDOWN_GRACE_S = 10  # seconds `marag serve` gives requests in progress to finish when told to stop
 
 
 def _listening_socket(host: str, port: int):

@@ -108,8 +108,13 @@ async def run_eval(
     _prepare_run_dir(cfg, run_dir, _facts(cfg, ds, questions, settings, llm, judge, self_judged))
     todo = _todo(cfg, run_dir, questions, progress)
 
-    retriever, doc_collections = prepare_retrieval(cfg, ds, index_cache, progress) if todo else (None, None)
-    strategies = {s: make_strategy(s, llm, retriever, settings[s]) for s in cfg.strategies} if todo and executor == "local" else {}
+    # In a thread, both: building the dataset's index (minutes for a new one) and making
+    # the strategies (GINGER loads a cross-encoder) would otherwise stop the event loop,
+    # and in `marag serve` every other request with it (/health took 113 s while an
+    # evaluation started over HTTP built its index; benchmarks/soak.py).
+    retriever, doc_collections = await asyncio.to_thread(prepare_retrieval, cfg, ds, index_cache, progress) if todo else (None, None)
+    strategies = (await asyncio.to_thread(lambda: {s: make_strategy(s, llm, retriever, settings[s]) for s in cfg.strategies})
+                  if todo and executor == "local" else {})  # fmt: skip
     if todo:
         # What is loaded now (dataset, index, models, libraries) lives for the whole run:
         # frozen, no collection walks it again (a full one took ~0.15 s per 600 answers).

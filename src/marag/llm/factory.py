@@ -167,7 +167,9 @@ def _openai(cfg: LLMConfig) -> LLM:
 @LLM_BACKENDS.register("scripted")
 def _scripted(cfg: LLMConfig) -> LLM:
     """With no script to follow, it answers every call with a placeholder that fits the
-    output model: a whole strategy runs end to end with no model (wiring smoke tests)."""
+    output model: a whole strategy runs end to end with no model (wiring smoke tests).
+    Made to run for long (`marag serve --llm scripted`): it keeps no call log and lets
+    other tasks run at each call (`ScriptedLLM`'s `record` and `pause`)."""
     from marag.llm.scripted import ScriptedLLM, placeholder_reply
 
-    return ScriptedLLM(fn=placeholder_reply, model=cfg.model or "scripted", **cfg.cache_kwargs())
+    return ScriptedLLM(fn=placeholder_reply, model=cfg.model or "scripted", record=False, pause=True, **cfg.cache_kwargs())

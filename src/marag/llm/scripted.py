@@ -21,6 +21,7 @@ an unsure reader.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 from collections import deque
@@ -61,6 +62,8 @@ class ScriptedLLM(ChatModel):
         fn: Callable[[list[dict[str, str]], type[BaseModel] | None], Reply] | None = None,
         model: str = "scripted",
         logprob: float | Callable[[str], float] | None = None,
+        record: bool = True,
+        pause: bool = False,
         **kwargs: Any,
     ):
         super().__init__(model, **kwargs)
@@ -69,14 +72,29 @@ class ScriptedLLM(ChatModel):
         self.fn = fn
         self.logprob = logprob
         self.supports_logprobs = logprob is not None  # (an instance's capability: scripted per test)
+        # every round trip, for a test to read; `record=False` keeps none: one made by
+        # `make_llm` (`marag serve --llm scripted`, where nothing reads them) grew by its
+        # prompts with every call, ~3 KB an answer (benchmarks/soak.py)
+        self.record = record
         self.calls: list[ScriptedCall] = []
+        self.n_calls = 0
+        # `pause`: each call lets the event loop run other tasks once, as a real backend
+        # does while it waits for its model. Without it a call never suspends, so an
+        # evaluation's answers all run in one turn of the loop: `marag serve --llm
+        # scripted` answered nothing else while one ran (seconds; benchmarks/soak.py).
+        # Off for scripts: the order of concurrent questions' calls stays as written.
+        self.pause = pause
 
     async def _complete(self, messages, json_schema, temperature, max_tokens, seed, logprobs: bool = False) -> Completion:
+        if self.pause:
+            await asyncio.sleep(0)
         output = current_output_model()
         last_user = next((m["content"] for m in reversed(messages) if m["role"] == "user"), "")
         reply = self._next_reply(messages, output, last_user)
         text = _to_text(reply)
-        self.calls.append(ScriptedCall(messages, json_schema, output, text))
+        self.n_calls += 1
+        if self.record:
+            self.calls.append(ScriptedCall(messages, json_schema, output, text))
         return Completion(
             text=text,
             prompt_tokens=sum(len(m["content"].split()) for m in messages),
@@ -100,7 +118,7 @@ class ScriptedLLM(ChatModel):
         if self.fn is not None:
             return self.fn(messages, output)
         raise ScriptExhausted(
-            f"scripted LLM has no reply for call #{len(self.calls) + 1} (last user message: {last_user[:200]!r})",
+            f"scripted LLM has no reply for call #{self.n_calls + 1} (last user message: {last_user[:200]!r})",
             hint="add a response, a rule matching this message, or an fn to the ScriptedLLM",
         )
 

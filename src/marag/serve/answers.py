@@ -23,7 +23,7 @@ class ErrorAnswer(BaseModel):
 
 # The statuses any route can answer with besides its own success, and when. Declared
 # once for the whole app: the Gate (marag.serve.http) answers 401/408/411/413/429 before
-# a route runs, so every route can give them.
+# a route runs, and 503 to any request the server's stop cut short, so every route can give them.
 ERRORS: dict[int | str, dict[str, Any]] = {
     code: {"model": ErrorAnswer, "description": why}
     for code, why in [
@@ -36,6 +36,7 @@ ERRORS: dict[int | str, dict[str, Any]] = {
         (413, "a body over the size limit"),
         (422, "a body or parameter of the wrong shape"),
         (429, "too many questions, evaluations or wrong tokens at once (see Retry-After)"),
+        (503, "the server is stopping and did not answer in its grace (see Retry-After)"),
     ]
 }
 

@@ -18,6 +18,8 @@ always be encoded.
   (413); it must arrive whole within `body_timeout_s`, or the server answers 408 and
   closes the connection, so clients that announce a body and never send it cannot
   hold connections open. The body is read here, before any route runs, and replayed.
+- when the server stops: a request its stop cancels (past `marag serve
+  --shutdown-grace`) before it was answered gets 503 with Retry-After.
 - what the browser may do with a response: no sniffing, no framing, no scripts,
   styles, images or connections from anywhere but this server (the pages never load
   anything from a CDN), no referrer. The one inline script the pages carry,
@@ -145,7 +147,24 @@ class Gate:
             if isinstance(body, SafeJSON):
                 return await refuse(body)
             receive = _replay(body, receive)
-        await self.app(scope, receive, send)
+        started = []  # the response's first message, once sent
+
+        async def tracked(message) -> None:
+            if not started:
+                started.append(message["type"])
+            await send(message)
+
+        try:
+            await self.app(scope, receive, tracked)
+        except asyncio.CancelledError:
+            # The server is stopping and the requests still running when its grace ran out
+            # (`marag serve --shutdown-grace`) are cancelled: one not answered yet gets 503
+            # and may retry, where uvicorn sent a bare 500 "Internal Server Error" and
+            # logged a traceback for each (benchmarks/soak.py). A started answer is cut.
+            if started:
+                raise
+            await SafeJSON({"error": "the server is stopping", "hint": "retry in a moment, when it is back"}, 503,
+                           headers={"retry-after": "5", "connection": "close"})(scope, receive, send)  # fmt: skip
 
     def _admitted(self, scope, headers: Headers) -> bool:
         if "authorization" in headers and self.sessions.bearer(headers["authorization"]):  # a wrong one is counted

@@ -94,8 +94,8 @@ async def run_events(run_id: str, st: ServeState = Depends(serve_state)):
         return StreamingResponse(stored(), media_type="text/event-stream")
 
     async def stream():
-        async for event in job.follow():
-            yield f"data: {json.dumps(event)}\n\n"
+        async for batch in job.batches():  # each as one write (`Job.batches`)
+            yield "".join(f"data: {json.dumps(event)}\n\n" for event in batch)
 
     return StreamingResponse(stream(), media_type="text/event-stream")
 
