@@ -210,6 +210,14 @@ class Tally:
     def failures(self) -> int:
         return sum(self.errors.values())
 
+    def transport_error(self, kind: str, exc: Exception, what: str, stopping: bool) -> None:
+        """A request that got no answer: cut by the stop, or a failure."""
+        if stopping:
+            self.cut += 1
+        else:
+            self.statuses[kind][type(exc).__name__] += 1
+            self.fail(f"{what}: {type(exc).__name__}: {str(exc)[:200]}")
+
 
 @dataclass
 class EvalRun:
@@ -258,11 +266,7 @@ async def call(world: World, client: httpx.AsyncClient, kind: str, method: str, 
     try:
         r = await client.request(method, path, **kw)
     except httpx.HTTPError as exc:
-        if world.stopping:
-            t.cut += 1
-        else:
-            t.statuses[kind][type(exc).__name__] += 1
-            t.fail(f"{kind}: {method} {path[:80]}: {type(exc).__name__}: {str(exc)[:200]}")
+        t.transport_error(kind, exc, f"{kind}: {method} {path[:80]}", world.stopping)
         return None
     seconds = time.perf_counter() - t0
     if world.stopping and r.status_code == 503:  # "the server is stopping": the stop's answer
@@ -391,11 +395,7 @@ async def glance_at_events(world: World, client: httpx.AsyncClient, rng: random.
     except TimeoutError:
         pass  # the hang-up
     except httpx.HTTPError as exc:
-        if world.stopping:
-            t.cut += 1
-        else:
-            t.statuses[kind][type(exc).__name__] += 1
-            t.fail(f"{kind}: {type(exc).__name__}: {str(exc)[:200]}")
+        t.transport_error(kind, exc, kind, world.stopping)
 
 
 # how often a user does each (weights): mostly asking and reading runs
