@@ -5,22 +5,15 @@ a gap."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
-from pathlib import Path
+
+from bench import load_benchmark
 
 from marag.eval.rundir import RESULTS, ResultRecord, append_result
 
-BENCH = Path(__file__).resolve().parents[1] / "benchmarks" / "roles.py"
-
 
 def _roles():
-    spec = importlib.util.spec_from_file_location("roles_bench", BENCH)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod  # dataclasses look their module up
-    spec.loader.exec_module(mod)
-    return mod
+    return load_benchmark("roles")
 
 
 def _step(agent, inputs, outputs, status="ok"):

@@ -3,20 +3,15 @@ saved summaries with run directories: checked on a hand-made two-question run.""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import sys
 from pathlib import Path
 
-BENCH = Path(__file__).resolve().parents[1] / "benchmarks" / "run_summary.py"
+from bench import load_benchmark
 
 
 def _mod():
-    spec = importlib.util.spec_from_file_location("run_summary_bench", BENCH)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod
-    spec.loader.exec_module(mod)
-    return mod
+    return load_benchmark("run_summary")
 
 
 def _run(path: Path, answers: dict[tuple[str, str], tuple[str, float]]) -> Path:

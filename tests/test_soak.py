@@ -6,19 +6,11 @@ API and its files checked line by line."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
-BENCH = Path(__file__).resolve().parents[1] / "benchmarks" / "soak.py"
+from bench import load_benchmark
 
 
 def _soak():
-    spec = importlib.util.spec_from_file_location("soak_bench", BENCH)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod
-    spec.loader.exec_module(mod)
-    return mod
+    return load_benchmark("soak")
 
 
 def test_a_short_soak_fails_no_request_but_429s_and_resumes_the_stopped_evaluation_whole(tmp_path, data_dir):
