@@ -126,6 +126,14 @@ def test_plans_that_would_leak_or_do_not_parse_are_refused(tmp_path):
     with pytest.raises(MaragError, match="overlap the training ones") as info:
         load_plan(overlap)
     assert "\n" not in info.value.message
+    # a source without a limit runs to the end of its set: it overlaps any later slice
+    (tmp_path / "open.toml").write_text('[[questions]]\ndataset = "hotpotqa_train100"\nskip = 10\n\n'
+                                        '[evaluate]\ndataset = "hotpotqa_train100"\nskip = 80\nlimit = 20\n')  # fmt: skip
+    with pytest.raises(MaragError, match=r"overlap the training ones \(11\.\.end\)"):
+        load_plan(tmp_path / "open.toml")
+    (tmp_path / "apart.toml").write_text('[[questions]]\ndataset = "hotpotqa_train100"\nlimit = 80\n\n'
+                                         '[evaluate]\ndataset = "hotpotqa_train100"\nskip = 80\n')  # fmt: skip
+    assert load_plan(tmp_path / "apart.toml").evaluate.skip == 80
     (tmp_path / "bad.toml").write_text("strategy = \n")
     with pytest.raises(MaragError, match="not valid TOML"):
         load_plan(tmp_path / "bad.toml")
@@ -139,6 +147,5 @@ def test_plans_that_would_leak_or_do_not_parse_are_refused(tmp_path):
 def test_the_shipped_plan_parses_and_holds_its_questions_back(tmp_path):
     plan = load_plan(REPO / "plans" / "unirag-student.toml")
     assert plan.teacher == "qwen2.5-1.5b" and plan.student == "qwen2.5-0.5b" and plan.reward == "reference"
-    assert plan.evaluate is not None and all(
-        not (set(s.span()) & set(plan.evaluate.span())) for s in plan.questions if s.dataset == plan.evaluate.dataset)
+    assert plan.evaluate is not None and not any(s.overlaps(plan.evaluate) for s in plan.questions)
     assert PlanRun(plan, tmp_path / "d", echo=lambda _: None).adapter_dir() == tmp_path / "d" / "adapters" / "qwen2.5-0.5b"

@@ -89,9 +89,10 @@ def adapter_description(lora: str | Path) -> dict[str, Any]:
 def check_adapter_base(lora: str | Path, model_file: Path) -> None:
     """Refuse an adapter trained on another base model: its low-rank weights are deltas
     of that model's matrices, and on another model's they give fluent nonsense, not an error."""
-    made_for = adapter_description(lora).get("base_file") or Path(str(adapter_description(lora).get("base_model", ""))).name
+    described = adapter_description(lora)
+    made_for = described.get("base_file") or Path(str(described.get("base_model", ""))).name
     if made_for and made_for != model_file.name:
-        name = adapter_description(lora).get("model") or made_for
+        name = described.get("model") or made_for
         raise LLMError(f"the adapter {adapter_file(lora)} was trained for {name}, not {model_file.name}",
                        hint=f"run it with --llm {name}, or train one for this model (marag train finetune --model ...)")  # fmt: skip
 

@@ -36,6 +36,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import math
 import time
 import tomllib
 from collections.abc import Callable
@@ -62,8 +63,11 @@ class Source(BaseModel):
         stem = Path(self.dataset).stem if self.dataset.endswith(".jsonl") else self.dataset
         return f"{stem}-{self.skip + 1}-{self.skip + self.limit if self.limit else 'end'}"
 
-    def span(self) -> range:
-        return range(self.skip, self.skip + self.limit if self.limit else 10**9)
+    def overlaps(self, other: Source) -> bool:
+        """Whether the two take a question in common (same questions, intersecting slices)."""
+        end = self.skip + self.limit if self.limit else math.inf
+        other_end = other.skip + other.limit if other.limit else math.inf
+        return self.dataset == other.dataset and max(self.skip, other.skip) < min(end, other_end)
 
 
 class Finetune(BaseModel):
@@ -104,9 +108,9 @@ class Plan(BaseModel):
         # a question trained on and then evaluated on measures memory, not the student
         if self.evaluate is not None:
             for s in self.questions:
-                if s.dataset == self.evaluate.dataset and set(s.span()) & set(self.evaluate.span()):
+                if s.overlaps(self.evaluate):
                     raise ValueError(f"the evaluation questions of {s.dataset} overlap the training ones "
-                                     f"({s.skip + 1}..{s.skip + (s.limit or 0) or 'end'}): give [evaluate] skip/limit outside them")  # fmt: skip
+                                     f"({s.skip + 1}..{s.skip + s.limit if s.limit else 'end'}): give [evaluate] skip/limit outside them")  # fmt: skip
         return self
 
 
