@@ -32,3 +32,18 @@ def test_a_short_soak_fails_no_request_but_429s_and_resumes_the_stopped_evaluati
     # the stop itself was in time: the only failure left to the memory line (a few seconds
     # of load have no warm-up worth the name)
     assert [f for f in report.failures if "memory" not in f] == [], report.table
+
+
+def test_memory_levels_compare_peak_with_peak_so_a_sawtooth_is_level_and_a_leak_is_not():
+    levels = _soak().memory_levels
+    # readings every 2 s over 600 s: an evaluation every 60 s lifts the memory by 200 MB
+    # for 40 s, then frees it; the first reading after the warm-up falls in a trough
+    saw = [(t, (450 + (200 if t % 60 < 40 else 0)) * 2**20) for t in range(0, 601, 2)]
+    warm, end = levels(saw, 50.0, 600.0)
+    assert warm == end == 650 * 2**20
+    # the same sawtooth on a floor rising 1 MB every 10 s
+    leak = [(t, b + (t // 10) * 2**20) for t, b in saw]
+    warm, end = levels(leak, 50.0, 600.0)
+    assert (end - warm) / warm > 0.05
+    # nothing read in a window: 0, which the soak reports as "not measured"
+    assert levels([], 50.0, 600.0) == (0, 0)
