@@ -342,4 +342,4 @@ register_variant(RopMura, "ropmura_greedy", "RopMura planning baseline: one new 
 register_variant(RopMura, "ropmura_single_one_shot", "RopMura's single-agent row: one agent holding the whole corpus, the question asked once.", routing="single", planning="none")
 register_variant(RopMura, "ropmura_single_presplit", "RopMura's single-agent row: one agent holding the whole corpus, one split answered in order.", routing="single", planning="presplit")
 register_variant(RopMura, "ropmura_single_greedy", "RopMura's single-agent row: one agent holding the whole corpus, one new sub-question per round.", routing="single", planning="greedy")
-register_variant(RopMura, "ropmura_paper", "RopMura with only the paper's behaviour (paper=true: no agent cap, no repeat check).", paper=True)
+register_variant(RopMura, "ropmura_paper", "RopMura with only the paper's behaviour (paper=true: no agent cap, no repeat check, the defender reads the records).", paper=True)
