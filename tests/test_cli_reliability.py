@@ -78,6 +78,19 @@ def test_n_ctx_option_reaches_the_model_config(marag):
     assert "n_ctx" in LLMConfig.RUNTIME_FIELDS  # more context does not change answers that fit
 
 
+def test_prompt_cache_option_reaches_the_model_config_of_ask_eval_and_serve(marag):
+    from marag.cli import _llm_config
+    from marag.cli_options import LlmOptions
+
+    assert _llm_config(LlmOptions(prompt_cache_mb=0)).prompt_cache_mb == 0
+    assert _llm_config(LlmOptions()).prompt_cache_mb is None  # the backend's own bound
+    for command in ("ask", "eval", "serve"):
+        code, out, _ = marag(command, "--help")
+        assert code == 0 and "--prompt-cache-mb" in out, command
+    code, _, err = marag("ask", "what?", "--llm", "scripted", "--prompt-cache-mb", "-5")
+    assert code != 0 and "prompt-cache-mb" in err
+
+
 def test_eval_resumes_loudly_reuses_an_index_and_compares_into_its_own_directory(data_dir, tmp_path, marag):
     idx = tmp_path / "hotpot-idx"
     code, _, err = marag("index", "hotpotqa_train100", "--out", str(idx), "--retrievers", "bm25", "-q", "--data-dir", str(data_dir))

@@ -112,3 +112,35 @@ def test_json_layout_defaults_to_the_models_own(tmp_path, monkeypatch):
 def test_configs_written_with_compact_json_still_load():
     assert LLMConfig.model_validate({"backend": "llamacpp", "compact_json": True}).json_layout == "compact"
     assert LLMConfig.model_validate({"backend": "llamacpp", "compact_json": False}).json_layout == "free"
+
+
+def test_the_host_memory_prompt_cache_is_marags_bound_not_llamacpps(tmp_path, monkeypatch):
+    """llama.cpp's server keeps left prompts' states in host memory up to 8 GB by default,
+    and a server that runs for hours grows toward that (the default-model soak)."""
+    import xllamacpp
+
+    from marag.llm.llamacpp import PROMPT_CACHE_MB
+
+    monkeypatch.setenv("MARAG_HOME", str(tmp_path))
+    store = ModelStore()
+    path = store.path("qwen2.5-1.5b")
+    path.parent.mkdir(parents=True)
+    with path.open("wb") as f:
+        f.truncate(store.entry("qwen2.5-1.5b").size)
+    started: list = []
+
+    class Server:  # stands in for llama.cpp: records what it was started with
+        def __init__(self, params):
+            started.append(params)
+
+        def handle_chat_completions(self, request):
+            return {}
+
+    monkeypatch.setattr(xllamacpp, "Server", Server)
+    for overrides, expected in (({}, PROMPT_CACHE_MB), ({"prompt_cache_mb": 0}, 0), ({"prompt_cache_mb": 256}, 256), ({"deterministic": True}, 0)):
+        make_llm("llamacpp", **overrides).server()
+        assert started[-1].cache_ram_mib == expected, overrides
+    assert PROMPT_CACHE_MB < 8192
+    assert "prompt_cache_mb" in LLMConfig.RUNTIME_FIELDS  # how much is kept, not what is answered
+    with pytest.raises(LLMError, match="prompt_cache_mb"):
+        make_llm("llamacpp", prompt_cache_mb=-1)

@@ -19,6 +19,7 @@ from marag.cli_options import (
     LlmBaseUrlOpt,
     LlmOpt,
     LlmOptions,
+    PromptCacheOpt,
     ThreadsOpt,
     parse_set,
     usable_cores,
@@ -180,7 +181,7 @@ def _llm_config(options: LlmOptions, deterministic: bool | None = None) -> LLMCo
 
     return LLMConfig.from_spec(
         options.llm, base_url=options.llm_base_url, threads=options.threads, cache_dir=options.cache_dir,
-        deterministic=deterministic, n_ctx=options.n_ctx, **_lora(options.lora, options.lora_roles),
+        deterministic=deterministic, n_ctx=options.n_ctx, prompt_cache_mb=options.prompt_cache_mb, **_lora(options.lora, options.lora_roles),
     )  # fmt: skip
 
 
@@ -531,6 +532,7 @@ def serve(
     llm: LlmOpt = "llamacpp",
     llm_base_url: LlmBaseUrlOpt = None,
     threads: ThreadsOpt = usable_cores(),
+    prompt_cache_mb: PromptCacheOpt = None,
     max_body: Annotated[int, typer.Option(help="Largest request body in bytes.")] = 64_000,
     max_concurrency: Annotated[int, typer.Option(help="Questions answered at once (more wait; past the queue, 429).")] = 4,
     body_timeout: Annotated[
@@ -565,7 +567,7 @@ def serve(
     indexes_dir, index_uris = _serve_indexes(indexes or [])
     settings = ServeSettings(
         runs_dir=str(runs), indexes_dir=indexes_dir, index_uris=index_uris, data_dir=str(data) if data else None,
-        llm=LLMConfig.from_spec(llm, base_url=llm_base_url, threads=threads).model_dump(), token=token,
+        llm=LLMConfig.from_spec(llm, base_url=llm_base_url, threads=threads, prompt_cache_mb=prompt_cache_mb).model_dump(), token=token,
         max_body_bytes=max_body, max_concurrency=max_concurrency, body_timeout_s=body_timeout,
         allowed_hosts=list(LOOPBACK_NAMES) if host in LOOPBACK_NAMES else None,  # a loopback server: no DNS rebinding
     )  # fmt: skip

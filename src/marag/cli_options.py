@@ -40,6 +40,10 @@ NCtxOpt = Annotated[
     Optional[int],
     typer.Option("--n-ctx", help="Local model: total context in tokens, shared by its 8 slots (default: the model's context a slot x 8; 8192 a slot for the Qwen models)."),
 ]
+PromptCacheOpt = Annotated[
+    Optional[int],
+    typer.Option("--prompt-cache-mb", min=0, help="Local model: host memory in MB for the states of prompts that left their slots, restored when a later prompt starts the same way (default 0: none, so a long-running server keeps its size; llama.cpp's own is 8192; it saved ~4% of UniRAG's evaluated prompt tokens)."),
+]
 LoraOpt = Annotated[Optional[Path], typer.Option(help="Local model: a LoRA adapter GGUF applied to it (from `marag train finetune`).")]
 LoraRolesOpt = Annotated[
     Optional[str],
@@ -60,6 +64,7 @@ class LlmOptions:
     llm_base_url: LlmBaseUrlOpt = None
     threads: ThreadsOpt = usable_cores()
     n_ctx: NCtxOpt = None
+    prompt_cache_mb: PromptCacheOpt = None
     lora: LoraOpt = None
     lora_roles: LoraRolesOpt = None
     concurrency: ConcurrencyOpt = 4

@@ -48,6 +48,9 @@ class LLMConfig(BaseModel):
     # llamacpp: the roles whose calls carry the adapter; None: the roles it was trained
     # for (its adapter.json), ["*"]: every call (see marag.llm.llamacpp)
     lora_roles: list[str] | None = None
+    # llamacpp: host memory, in MB, for the states of prompts that left their slots (0:
+    # none; see marag.llm.llamacpp.PROMPT_CACHE_MB)
+    prompt_cache_mb: int | None = None
     timeout_s: float = 120.0
     max_retries: int = 2
     strict_schema: bool = True  # openai: ask the server to enforce the schema exactly
@@ -57,7 +60,7 @@ class LLMConfig(BaseModel):
     # How a model runs, not what it answers: left out of an evaluation's fingerprint, so
     # changing them resumes a run instead of restarting it.
     RUNTIME_FIELDS: ClassVar[frozenset[str]] = frozenset(
-        {"threads", "n_ctx", "n_parallel", "verbosity", "timeout_s", "max_retries", "cache_dir", "cache_sampled", "api_key_env"}
+        {"threads", "n_ctx", "n_parallel", "prompt_cache_mb", "verbosity", "timeout_s", "max_retries", "cache_dir", "cache_sampled", "api_key_env"}
     )
 
     def identity(self) -> dict[str, Any]:
@@ -143,6 +146,7 @@ def _llamacpp(cfg: LLMConfig) -> LLM:
         json_layout=cfg.json_layout,
         lora=cfg.lora,
         lora_roles=cfg.lora_roles,
+        **({} if cfg.prompt_cache_mb is None else {"prompt_cache_mb": cfg.prompt_cache_mb}),
         **cfg.cache_kwargs(),
     )
 

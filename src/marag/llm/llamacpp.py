@@ -22,7 +22,9 @@ recorded per call (`LLMCall.reused_prompt_tokens`). There are 8 slots by default
 each other's slots (UniRAG's planner found its last prompt in a slot for 63% of its prompt
 tokens, its reflector 16%), and every lost prefix is evaluated again. An idle slot costs
 memory (its share of the KV cache: ~0.9 GB for 4 slots of 8,192 tokens with the 1.5B),
-not time.
+not time. A prompt pushed out of its slot is dropped, not kept in host memory as
+llama.cpp's server does by default (`prompt_cache_mb`, `PROMPT_CACHE_MB`): that cache
+grew a long-running server by gigabytes for a few percent of prompt tokens.
 
 Structured output: the schema goes to llama.cpp's llguidance engine as a grammar, with
 one of three layouts (`json_layout`; by default the catalogue entry's, "spaced" for a
@@ -66,6 +68,17 @@ from typing import Any
 from marag.errors import ContextOverflowError, LLMError
 from marag.llm.chat import LOGPROB_ALTERNATIVES, ChatModel, Completion, openai_logprobs
 from marag.trace import current_role, current_step
+
+# llama.cpp's server keeps the states of prompts that left their slots in host memory
+# and restores one when a later prompt starts the same way. Its own bound is 8,192 MB,
+# and a long-running process grows toward it (~28 KB a token with the 1.5B, ~40 MB a
+# prompt): the default-model soak's server rose 3.8 -> 4.4 GB in 5 minutes and kept
+# rising. What it saves is small beside the slots' own prefix reuse: UniRAG on 12
+# questions (hotpotqa_train100 21-32, 1.5B, 4 in flight) evaluated 4.0% fewer prompt
+# tokens with it (18,813 against 19,588; ~3% of a question's machine time, same F1) and
+# peaked 0.73 GB higher (4.92 against 4.18 GB). Off by default; `prompt_cache_mb` buys
+# it back.
+PROMPT_CACHE_MB = 0
 
 def adapter_file(lora: str | Path) -> Path:
     """The adapter GGUF a user named: the file itself, or a directory `marag train
@@ -132,6 +145,7 @@ class LlamaCppLLM(ChatModel):
         json_layout: str | None = None,  # "spaced", "compact" or "free" (module docstring); None: the model's
         lora: str | Path | None = None,  # a llama.cpp LoRA adapter GGUF (e.g. from `marag train finetune`)
         lora_roles: list[str] | None = None,  # roles whose calls carry it (module docstring)
+        prompt_cache_mb: int = PROMPT_CACHE_MB,  # host-memory prompt cache (module docstring); 0: none
         **kwargs: Any,
     ):
         from marag.llm.models import ctx_per_slot, resolve_model_file
@@ -158,6 +172,9 @@ class LlamaCppLLM(ChatModel):
         n_ctx = n_ctx or ctx_per_slot(path) * n_parallel
         self.threads, self.n_ctx, self.n_parallel, self.verbosity = threads, n_ctx, n_parallel, verbosity
         self.slot_prompt_similarity = slot_prompt_similarity
+        if prompt_cache_mb < 0:
+            raise LLMError(f"prompt_cache_mb must be 0 or more, not {prompt_cache_mb}", hint="0 turns the host-memory prompt cache off")
+        self.prompt_cache_mb = prompt_cache_mb
         self._server: Any = None
         self._lock = threading.Lock()
         # llama.cpp also serves HTTP on 127.0.0.1 (random port); without a key any local
@@ -213,6 +230,7 @@ class LlamaCppLLM(ChatModel):
             adapter.path, adapter.scale = str(self.lora), 1.0
             p.lora_adapters = [adapter]
         p.cache_prompt = not self.deterministic
+        p.cache_ram_mib = 0 if self.deterministic else self.prompt_cache_mb
         p.api_keys = [self.http_api_key]
         try:
             server = xllamacpp.Server(p)
