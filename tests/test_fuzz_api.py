@@ -44,6 +44,7 @@ from marag.llm import ScriptedLLM  # noqa: E402
 from marag.llm.scripted import placeholder_reply  # noqa: E402
 from marag.serve.app import ServeSettings, create_app  # noqa: E402
 from marag.serve.jobs import DONE, Job, Jobs  # noqa: E402
+from asgi_scope import http_scope  # noqa: E402
 
 TOKEN = "fuzz-token-of-enough-length"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
@@ -265,9 +266,7 @@ def _raw_get(app, path: str, query: str = "") -> tuple[int, bytes]:
     async def send(message):
         sent.append(message)
 
-    scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "GET", "scheme": "http",
-             "path": path, "raw_path": path.encode(), "query_string": query.encode(), "root_path": "", "server": ("127.0.0.1", 8321),
-             "client": ("127.0.0.1", 5555), "headers": [(b"host", b"127.0.0.1"), (b"authorization", AUTH["Authorization"].encode())]}  # fmt: skip
+    scope = http_scope("GET", path, query, [(b"authorization", AUTH["Authorization"].encode())])
     asyncio.run(app(scope, receive, send))
     status = next(m["status"] for m in sent if m["type"] == "http.response.start")
     return status, b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")

@@ -13,6 +13,8 @@ from marag.index.store import IndexConfig
 from marag.llm import ScriptedLLM
 from marag.serve.app import ServeSettings, create_app
 
+from asgi_scope import http_scope
+
 TOKEN = "a-token-of-enough-length"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 
@@ -108,11 +110,8 @@ def test_a_question_the_stop_cuts_short_gets_503_not_500(indexes):
     async def send(message):
         sent.append(message)
 
-    scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST", "scheme": "http",
-             "path": "/ask", "raw_path": b"/ask", "query_string": b"", "root_path": "", "server": ("127.0.0.1", 8321),
-             "client": ("127.0.0.1", 5555), "headers": [(b"host", b"127.0.0.1"), (b"content-length", b"41"),
-                                                        (b"content-type", b"application/json"),
-                                                        (b"authorization", AUTH["Authorization"].encode())]}  # fmt: skip
+    scope = http_scope("POST", "/ask", headers=[(b"content-length", b"41"), (b"content-type", b"application/json"),
+                                               (b"authorization", AUTH["Authorization"].encode())])  # fmt: skip
 
     async def scenario():
         request = asyncio.create_task(app(scope, receive, send))
