@@ -28,8 +28,8 @@ What runs:
   differ by one call, which changes the run's fingerprint and so its folder); the one
   running at the end is the one stopped and resumed.
 - the stop: after `--minutes`, once the running evaluation has written answers and
-  has more left than it can write before the stop ends it (in its first half, or more
-  than the grace + 3 s of work left at its pace; the load goes on until then), the
+  has more left than it can write before the stop ends it (in its first half, or with
+  three times the grace + 3 s of work left at its pace; the load goes on until then), the
   server gets SIGTERM while the clients keep sending; it must exit within its grace
   (`--grace`, the server's `--shutdown-grace`) plus a margin. It is started again on
   the same runs directory, the same POST /runs resumes the evaluation (same request,
@@ -82,6 +82,10 @@ TOKEN_ENV = "MARAG_SOAK_TOKEN"
 TOKEN = "soak-" + os.urandom(12).hex()
 MAX_RSS_GROWTH = 0.10  # past this, from the warm-up to the end, the soak fails
 STOP_MARGIN_S = 15.0  # a stop may take the grace plus this (the loop's last turns, threads ending)
+# Work left, at the evaluation's pace so far, that the stop must find, as a multiple of
+# the grace + 3 s: the pace changes (the 30-minute soak stopped one at 1,865/1,952 with
+# 19 s left by its average, and it finished within the 8 s the stop took)
+STOP_WORK_FACTOR = 3.0
 
 
 @dataclass(frozen=True)
@@ -606,13 +610,13 @@ async def load(world: World, warmup_s: float) -> tuple[float, int, int, float, b
 
     # Stop only when the evaluation running now has written answers and has more left
     # than it can write before the stop ends it (it goes on through the grace and the
-    # server's last turns): in its first half, or with more than grace + 3 s of work
+    # server's last turns): in its first half, or with STOP_WORK_FACTOR x (grace + 3 s) of work
     # left at its pace. Else the stop would not interrupt it: until then (or a limit)
     # the load goes on, and the next evaluation may be the one.
     wait_until = time.monotonic() + max(120.0, 0.2 * args.minutes * 60)
     while time.monotonic() < wait_until:
         run = world.current_eval()
-        if run and run.status == "running" and run.done >= 1 and (run.done <= run.total / 2 or run.seconds_left() > args.grace + 3):
+        if run and run.status == "running" and run.done >= 1 and (run.done <= run.total / 2 or run.seconds_left() > STOP_WORK_FACTOR * (args.grace + 3)):
             break
         await asyncio.sleep(0.05)
     load_s = time.monotonic() - started

@@ -167,6 +167,22 @@ def sign_in(world, client: httpx.Client, token: str = TOKEN, next_path: str = "/
 
 
 # -- the API ----------------------------------------------------------------------------------
+def test_an_idle_connection_outlives_a_clients_pool_expiry(world):
+    """httpx keeps an idle connection 5 s, uvicorn's default kept it as long: a request sent
+    on it as the server closed it was dropped (ReadError; likely the 30-minute soak's two).
+    Idle past 5 s, the connection still answers."""
+    port = int(world["base"].rsplit(":", 1)[1])
+    request = b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+        for _ in range(2):
+            s.sendall(request)
+            got = b""
+            while b'"ok"' not in got and (chunk := s.recv(65536)):  # b"": the server closed it
+                got += chunk
+            assert got.startswith(b"HTTP/1.1 200"), got[:200]
+            time.sleep(6)
+
+
 def test_health_strategies_and_the_token(world):
     assert httpx.get(world["base"] + "/health").json()["status"] == "ok"  # no token needed
     r = httpx.get(world["base"] + "/strategies")

@@ -559,7 +559,7 @@ def serve(
     if token is not None and len(token) < MIN_TOKEN_CHARS:  # a short token is guessed even at 20 tries a minute
         raise MaragError(f"${token_env} holds a token of {len(token)} characters; it needs at least {MIN_TOKEN_CHARS}",
                          hint=f"make one: export {token_env}=$({MAKE_TOKEN})")  # fmt: skip
-    from marag.serve.http import LOOPBACK_NAMES
+    from marag.serve.http import KEEP_ALIVE_S, LOOPBACK_NAMES
 
     if host not in LOOPBACK_NAMES and not token:
         warnings.warn(f"serving on {host} without a token: anyone who can reach it can use it (pass --token-env)", MaragWarning, stacklevel=1)
@@ -579,7 +579,8 @@ def serve(
     # kept a stopped server running for as long (benchmarks/soak.py). Past the grace the
     # requests are cut and the evaluation is cancelled between answers (what it wrote
     # stays; POST /runs with the same request resumes it).
-    config = uvicorn.Config(create_app(settings), log_level="warning", timeout_graceful_shutdown=shutdown_grace)
+    config = uvicorn.Config(create_app(settings), log_level="warning", timeout_graceful_shutdown=shutdown_grace,
+                            timeout_keep_alive=KEEP_ALIVE_S)  # fmt: skip
     uvicorn.Server(config).run(sockets=[sock])
 
 
