@@ -233,6 +233,7 @@ class EvalRun:
     status: str = "starting"
     started: float = field(default_factory=time.monotonic)
     first_answer: float | None = None  # when its first answer was written
+    ended: float | None = None  # when its final state came
 
     def seconds_left(self) -> float:
         """At its rate since its first answer, how long the rest takes (0 while that rate
@@ -257,6 +258,7 @@ class World:
     trace_links: deque = field(default_factory=lambda: deque(maxlen=200))  # (run id, trace id)
     question_links: deque = field(default_factory=lambda: deque(maxlen=200))  # (run id, qid)
     rss: list[tuple[float, int]] = field(default_factory=list)  # (seconds into the load, bytes)
+    memory_from: float = 0.0  # seconds into the load where the memory's comparison starts (`memory_levels`)
 
     def current_eval(self) -> EvalRun | None:
         return self.evals[-1] if self.evals else None
@@ -447,7 +449,7 @@ async def follow(world: World, http: httpx.AsyncClient, run: EvalRun) -> None:
                 if run.first_answer is None and run.done >= 1:
                     run.first_answer = time.monotonic()
             if "status" in event:
-                run.status = event["status"]
+                run.status, run.ended = event["status"], time.monotonic()
                 if event.get("error"):
                     raise RuntimeError(f"evaluation {run.run_id} {run.status}: {event['error']}")
                 return
@@ -621,7 +623,11 @@ async def load(world: World, warmup_s: float) -> tuple[float, int, int, float, b
         await asyncio.sleep(0.05)
     load_s = time.monotonic() - started
     world.rss.append((load_s, world.server.rss()))
-    rss_warm, rss_end = memory_levels(world.rss, warmup_s, load_s)
+    first = world.evals[0] if world.evals and world.evals[0].ended else None  # a whole evaluation: one cycle of the memory
+    if first is not None and first.ended - started < load_s / 2:
+        warmup_s = max(warmup_s, first.ended - started)
+    world.memory_from = warmup_s
+    rss_warm, rss_end = memory_levels(world.rss, warmup_s, load_s, first.ended - first.started if first else 0.0)
     run = world.current_eval()
     at_stop = f"{run.done}/{run.total} answers" if run else "none running"
 
@@ -655,17 +661,23 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))]
 
 
-def memory_levels(samples: list[tuple[float, int]], warmup_s: float, load_s: float) -> tuple[int, int]:
+def memory_levels(samples: list[tuple[float, int]], warmup_s: float, load_s: float, cycle_s: float = 0.0) -> tuple[int, int]:
     """The server's memory after the warm-up and at the end: the highest reading in the
-    first and in the last fifth of the load after the warm-up. Single readings compare
+    first and in the last fifth of the load after the warm-up, each window at least one
+    evaluation long (`cycle_s`) and at most half the load. Single readings compare
     different states: the memory swings with each evaluation (its index is loaded, its
     records held, then freed), and the 30-minute soak's first reading (first evaluation
-    loading, 493 MB) against its last (one running, 672 MB) read as +36% where its
-    idle readings moved 447-470 MB. Each window spans evaluations, so peak against peak
-    compares like with like, and a leak still shows: it lifts every peak after it."""
-    window = max(10.0, 0.2 * (load_s - warmup_s))
+    loading, 493 MB) against its last (one running, 672 MB) read as +36% where its idle
+    readings moved 447-470 MB. A window that spans an evaluation holds its peak, so peak
+    against peak compares like with like, and a leak still shows: it lifts every peak
+    after it. The soak ends its warm-up when the first evaluation ends (the first one
+    also loads what the server keeps) and passes that evaluation's length as `cycle_s`."""
+    span = load_s - warmup_s
+    window = min(max(10.0, 0.2 * span, cycle_s), span / 2)
+
     def peak(lo: float, hi: float) -> int:
         return max((b for s, b in samples if lo <= s <= hi), default=0)
+
     return peak(warmup_s, warmup_s + window), peak(load_s - window, load_s)
 
 
@@ -749,7 +761,7 @@ def soak(args: argparse.Namespace) -> Report:
     lines += ["", "| measure | value |", "|---|---|",
               f"| model | {args.model} (`marag serve --llm {profile.llm}`) |",
               f"| clients | {args.clients}, questions in bursts of {args.burst}; server `--max-concurrency {args.max_concurrency}` (queue 16) |",
-              f"| duration | {load_s:.0f} s of load ({args.minutes:g} min asked; warm-up {warmup_s:.0f} s) |",
+              f"| duration | {load_s:.0f} s of load ({args.minutes:g} min asked; warm-up {warmup_s:.0f} s, memory compared from {world.memory_from:.0f} s) |",
               f"| n | {total} requests ({total / load_s:.1f}/s), {asks} questions |",
               f"| 429 past capacity | {tally.statuses['ask'][429] / asks:.1%} of questions |" if asks else "| 429 past capacity | no questions |",
               f"| errors other than 429 | {tally.failures()} |",

@@ -45,5 +45,11 @@ def test_memory_levels_compare_peak_with_peak_so_a_sawtooth_is_level_and_a_leak_
     leak = [(t, b + (t // 10) * 2**20) for t, b in saw]
     warm, end = levels(leak, 50.0, 600.0)
     assert (end - warm) / warm > 0.05
+    # evaluations of 300 s, each climbing to its peak at its end: a fifth of the rest
+    # (110 s) would catch the second one's climb, not its peak; a window one cycle long does
+    climb = [(t, (450 + (t % 300) // 2) * 2**20) for t in range(0, 1201, 2)]
+    assert levels(climb, 300.0, 1200.0)[0] < levels(climb, 300.0, 1200.0)[1]
+    warm, end = levels(climb, 300.0, 1200.0, cycle_s=300.0)
+    assert warm == end
     # nothing read in a window: 0, which the soak reports as "not measured"
     assert levels([], 50.0, 600.0) == (0, 0)
