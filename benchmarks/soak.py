@@ -9,6 +9,10 @@ evaluation resumed through the API and checked record by record.
         [--clients 16] [--burst 4] [--max-concurrency 1] [--grace 10] [--out RESULTS.md]
         [--eval-dataset D] [--eval-strategies a,b] [--eval-limit N] [--cache DIR] [--keep DIR]
 
+Run it from a checkout nobody edits meanwhile: the server started again after the stop
+runs the source as it is then, and a run's id carries a digest of that source, so an
+edit makes the resumed request a new run.
+
 What runs:
 - the server: `python -m marag.cli serve` on 127.0.0.1 (a free port), with a token
   (`--token-env`), `--max-concurrency 1` (so, with the server's queue of 16, more than
@@ -646,7 +650,10 @@ async def resume(world: World, body: dict[str, Any], run_id: str) -> str | None:
         if r.status_code != 200:
             return f"POST /runs again: {r.status_code} {r.text[:300]}"
         if r.json()["run_id"] != run_id:
-            return f"POST /runs again started {r.json()['run_id']}, not {run_id}"
+            # a run id carries a digest of marag's source (marag.eval.versions): an edit
+            # during the soak makes the same request a new run. Soak a checkout left alone.
+            return (f"POST /runs again started {r.json()['run_id']}, not {run_id} (was marag's source edited during "
+                    "the soak? a run's id changes with the code)")  # fmt: skip
         run = EvalRun(body, run_id=run_id)
         try:
             await follow(world, http, run)
