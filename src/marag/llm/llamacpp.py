@@ -80,6 +80,7 @@ from marag.trace import current_role, current_step
 # it back.
 PROMPT_CACHE_MB = 0
 
+
 def adapter_file(lora: str | Path) -> Path:
     """The adapter GGUF a user named: the file itself, or a directory `marag train
     finetune` wrote (its `adapter.gguf`)."""
