@@ -24,7 +24,10 @@ def test_a_short_soak_fails_no_request_but_429s_and_resumes_the_stopped_evaluati
     report = soak.soak(args)
 
     assert "| ask |" in report.table and "| 429 past capacity |" in report.table and "| resume |" in report.table
-    assert report.tally.statuses["ask"][200] > 0 and report.tally.latencies["run page"], report.table
+    # some browsing answered (which pages a client visits in a few seconds depends on the
+    # machine's speed: "run page" alone was missed once when the cores were shared)
+    browsed = [k for k, lat in report.tally.latencies.items() if lat and k not in ("ask", "eval start")]
+    assert report.tally.statuses["ask"][200] > 0 and len(browsed) >= 3, report.table
     assert report.tally.failures() == 0, report.table
     assert report.interrupted, report.table
     check = report.resume
