@@ -146,7 +146,7 @@ def _llamacpp(cfg: LLMConfig) -> LLM:
         json_layout=cfg.json_layout,
         lora=cfg.lora,
         lora_roles=cfg.lora_roles,
-        **({} if cfg.prompt_cache_mb is None else {"prompt_cache_mb": cfg.prompt_cache_mb}),
+        prompt_cache_mb=cfg.prompt_cache_mb,
         **cfg.cache_kwargs(),
     )
 

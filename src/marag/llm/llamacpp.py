@@ -146,7 +146,7 @@ class LlamaCppLLM(ChatModel):
         json_layout: str | None = None,  # "spaced", "compact" or "free" (module docstring); None: the model's
         lora: str | Path | None = None,  # a llama.cpp LoRA adapter GGUF (e.g. from `marag train finetune`)
         lora_roles: list[str] | None = None,  # roles whose calls carry it (module docstring)
-        prompt_cache_mb: int = PROMPT_CACHE_MB,  # host-memory prompt cache (module docstring); 0: none
+        prompt_cache_mb: int | None = None,  # host-memory prompt cache (module docstring); 0: none; None: PROMPT_CACHE_MB
         **kwargs: Any,
     ):
         from marag.llm.models import ctx_per_slot, resolve_model_file
@@ -173,6 +173,7 @@ class LlamaCppLLM(ChatModel):
         n_ctx = n_ctx or ctx_per_slot(path) * n_parallel
         self.threads, self.n_ctx, self.n_parallel, self.verbosity = threads, n_ctx, n_parallel, verbosity
         self.slot_prompt_similarity = slot_prompt_similarity
+        prompt_cache_mb = PROMPT_CACHE_MB if prompt_cache_mb is None else prompt_cache_mb
         if prompt_cache_mb < 0:
             raise LLMError(f"prompt_cache_mb must be 0 or more, not {prompt_cache_mb}", hint="0 turns the host-memory prompt cache off")
         self.prompt_cache_mb = prompt_cache_mb
