@@ -86,7 +86,8 @@ def test_sample_reward_select_export_with_resume(data_dir, tmp_path, monkeypatch
     asyncio.run(reward(cfg, directory, judge=llm, progress=False))
     rewards = [json.loads(x) for x in (directory / "rewards.jsonl").read_text().splitlines()]
     assert len(rewards) == 6 and len(calls) == 12  # R = 2 judge runs per trajectory
-    assert {round(r["reward"], 3) for r in rewards} <= {0.8, 0.4}
+    assert {round(r["quality"], 3) for r in rewards} <= {0.8, 0.4}
+    assert all(0 < r["quality"] - r["reward"] <= 0.05 for r in rewards)  # less the cost term, never more than its weight
     with pytest.raises(MaragError, match="averaged over \\[2\\] judge runs, not 5"):  # no mixing of R on resume
         asyncio.run(reward(cfg.model_copy(update={"judge_runs": 5}), directory, judge=llm, progress=False))
     chosen = [json.loads(x) for x in select_file(cfg, directory).read_text().splitlines()]
@@ -114,11 +115,13 @@ def test_finetune_resumes_only_its_own_checkpoints(tmp_path):
 # -- the reference reward, the judge, the spread --------------------------------------
 
 
-def _planted(qid: str, t: int, answer: str, sources: list[str], answers=("Paris",), gold=("d1", "d2"), style="short") -> dict:
+def _planted(qid: str, t: int, answer: str, sources: list[str], answers=("Paris",), gold=("d1", "d2"), style="short",
+             tokens: tuple[int, int] = (0, 0)) -> dict:  # fmt: skip
+    call = {"model": "sampler.gguf", "messages": [], "response": "{}", "prompt_tokens": tokens[0], "completion_tokens": tokens[1]}
     return {"qid": qid, "t": t, "question": "Where is the Louvre?", "answer": answer, "answers": list(answers),
             "reference": answers[0] if answers else "", "answer_style": style, "gold_doc_ids": list(gold),
             "sources": [f"text of {d}" for d in sources], "source_doc_ids": sources,
-            "trace": {"steps": [{"agent": "coordinator", "llm_calls": [{"model": "sampler.gguf", "messages": [], "response": "{}"}]}]}}  # fmt: skip
+            "trace": {"steps": [{"agent": "coordinator", "llm_calls": [call]}]}}  # fmt: skip
 
 
 def _train_dir(tmp_path, rows, **cfg) -> tuple[TrainConfig, object]:
@@ -163,11 +166,44 @@ def test_reference_reward_by_hand_on_planted_trajectories(tmp_path):
     assert 0 < reference_reward(long)["reference_correctness"] < 1  # long style: token F1 against the reference
 
     report = (directory / "rewards.md").read_text()
-    assert "1 of 2 questions have a unique best trajectory" in report and "1 have every trajectory rewarded alike" in report
+    assert "1 of 2 questions have a unique best trajectory" in report and "1 have every answer rewarded alike" in report
     assert "| q1 | 4 | 1.000 " in report and "| 0 | yes |" in report
     assert [q["unique_best"] for q in reward_spread(list(got.values()))] == [True, False]
     saved = json.loads((directory / "train.json").read_text())
     assert saved["reward"] == "reference" and saved["judged_by"] is None  # no judge took part
+
+
+def test_the_cost_term_picks_the_cheaper_of_trajectories_that_answer_alike(tmp_path):
+    rows = [
+        _planted("q1", 0, "Paris", ["d1", "d2"], tokens=(4000, 500)),  # 6k prompt-equivalent tokens
+        _planted("q1", 1, "Paris", ["d1", "d2"], tokens=(1000, 250)),  # the same answer and sources for 2k
+        _planted("q1", 2, "Paris", ["d1"], tokens=(500, 100)),  # cheaper still, one gold document fewer
+        _planted("q2", 0, "London", [], tokens=(3000, 0)),
+        _planted("q2", 1, "Rome", [], tokens=(30000, 0)),  # past the scale: the term is whole, no more
+    ]
+    cfg, directory = _train_dir(tmp_path, rows, reward="reference", trajectories=3)
+    asyncio.run(reward(cfg, directory, progress=False))
+    got = {(r["qid"], r["t"]): r for r in map(json.loads, (directory / "rewards.jsonl").read_text().splitlines())}
+    assert got["q1", 0]["cost_units"] == 6.0 and got["q1", 1]["cost_units"] == 2.0
+    assert got["q1", 0]["quality"] == got["q1", 1]["quality"] == 1.0
+    assert got["q1", 0]["reward"] == pytest.approx(1.0 - 0.05 * 0.6) and got["q1", 1]["reward"] == pytest.approx(1.0 - 0.05 * 0.2)
+    assert got["q1", 1]["reward"] > got["q1", 2]["reward"]  # a gold document more outweighs the cheaper search
+    assert got["q2", 1]["reward"] == pytest.approx(-0.05)
+    assert [(r["qid"], r["t"]) for r in select(list(got.values()))] == [("q1", 1), ("q2", 0)]
+    spread = reward_spread(list(got.values()))
+    assert [(q["unique_best"], q["unique_by_quality"]) for q in spread] == [(True, False), (True, False)]
+    report = (directory / "rewards.md").read_text()
+    assert "2 of 2 questions have a unique best trajectory** (0 by the answer and its sources alone" in report
+    assert "minus 0.05 x the trajectory's cost" in report
+
+    # without the term the two right answers tie, as rewards written before it did
+    (directory / "rewards.jsonl").unlink()
+    asyncio.run(reward(cfg.model_copy(update={"cost_weight": 0.0}), directory, progress=False))
+    flat = [json.loads(x) for x in (directory / "rewards.jsonl").read_text().splitlines()]
+    assert [q["best"] for q in reward_spread(flat)] == [[0, 1], [0, 1]]
+    assert "cost_weight" not in flat[0]["signature"]
+    with pytest.raises(MaragError, match="rewards of other settings"):  # not mixed with costed rewards
+        asyncio.run(reward(cfg, directory, progress=False))
 
 
 def test_reference_reward_needs_gold_answers_and_sources_by_document(tmp_path):

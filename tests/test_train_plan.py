@@ -31,8 +31,9 @@ def sample_index(tmp_path_factory) -> str:
 
 
 def plan_of(index: str, **changes) -> Plan:
+    # min_reward None: the scripted teacher answers none of the sample questions right
     raw = {"strategy": "unirag", "teacher": "llamacpp:/models/teacher.gguf", "student": "llamacpp:/models/student.gguf", "trajectories": 2, "reward": "reference",
-           "settings": {"max_searches": 2}, "concurrency": 2,
+           "settings": {"max_searches": 2}, "concurrency": 2, "min_reward": None,
            "questions": [{"dataset": QUESTIONS, "index": index, "limit": 3}],
            "finetune": {"steps": 5},
            "evaluate": {"dataset": QUESTIONS, "index": index, "skip": 3, "limit": 2, "retriever": "bm25"}}  # fmt: skip
@@ -117,6 +118,20 @@ def test_a_stage_done_with_other_settings_is_refused(sample_index, tmp_path):
     with pytest.raises(MaragError, match="finished earlier with other settings"):
         PlanRun(plan_of(sample_index, trajectories=3, evaluate=None), tmp_path / "loop", make_llm=models, finetune=trainer,
                 echo=lambda _: None, progress=False).run()  # fmt: skip
+
+
+def test_another_selection_reuses_the_sampled_trajectories(sample_index, tmp_path):
+    models, trainer = Models(), Trainer()
+    run = lambda plan: PlanRun(plan, tmp_path / "loop", make_llm=models, finetune=trainer, echo=lambda _: None, progress=False).run()  # noqa: E731
+    run(plan_of(sample_index, evaluate=None))
+    sampled = models.calls()
+    with pytest.raises(MaragError, match="nothing the teacher did is worth imitating") as err:  # every answer wrong
+        run(plan_of(sample_index, evaluate=None, min_reward=0.5))
+    assert "rewards.md" in err.value.hint and "min_reward" in err.value.hint
+    assert models.calls() == sampled  # the trajectories were kept: only the selection ran again
+    stages = json.loads((tmp_path / "loop" / "plan.json").read_text())["stages"]
+    source = "questions-1-3"
+    assert stages[f"sample {source}"]["state"] == "done" and stages[f"select {source}"]["state"] == "interrupted"
 
 
 def test_plans_that_would_leak_or_do_not_parse_are_refused(tmp_path):

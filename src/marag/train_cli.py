@@ -77,6 +77,7 @@ def reward(
     allow_self_judge: Annotated[bool, typer.Option("--allow-self-judge", help="Let the sampling model judge its own trajectories.")] = False,
     weights: Annotated[Optional[str], typer.Option(help="Judged reward: correctness,faithfulness weights (default 4,1).")] = None,
     reference_weights: Annotated[Optional[str], typer.Option(help="Reference reward: correctness,gold-document-recall weights (default 2,1).")] = None,
+    cost_weight: Annotated[Optional[float], typer.Option(help="Subtracted x the trajectory's cost, whole at 10k prompt-equivalent tokens (default 0.05: breaks ties toward the cheaper trajectory; 0: none).")] = None,
 ) -> None:
     """Reward each sampled trajectory; prints (and writes rewards.md) the spread of rewards
     per question and how many questions have a unique best."""
@@ -86,8 +87,10 @@ def reward(
 
     if reward is not None and reward not in ("judge", "reference", "both"):
         raise MaragError(f"unknown reward {reward!r}", hint="choose judge, reference or both")
+    if cost_weight is not None and not 0 <= cost_weight <= 0.5:
+        raise MaragError(f"bad --cost-weight {cost_weight:g}", hint="between 0 (no cost term) and 0.5; the default 0.05 only breaks ties")
     saved = _config(directory)
-    update = {"reward": reward, "judge_runs": runs, "weights": _pair(weights, "--weights"),
+    update = {"reward": reward, "judge_runs": runs, "weights": _pair(weights, "--weights"), "cost_weight": cost_weight,
               "reference_weights": _pair(reference_weights, "--reference-weights"),
               "judge": LLMConfig.from_spec(judge) if judge else None}  # fmt: skip
     cfg = saved.model_copy(update={**{k: v for k, v in update.items() if v is not None}, "allow_self_judge": allow_self_judge})

@@ -19,7 +19,12 @@ as Agent-UniRAG trains its planner and reflector):
      mean of token F1 and whether a gold answer is contained; long: token F1 against
      the reference answer) and the recall of the gold documents in S (the trajectory's
      sources), weighted `reference_weights` (2:1);
-   - `both`: the mean of the two.
+   - `both`: the mean of the two;
+   each minus `cost_weight` (0.05) x the trajectory's cost (prompt tokens + 4x generated,
+   whole at COST_SCALE = 10k): of trajectories that answer alike the cheapest wins, the
+   one a student should imitate, while any real difference in the answer (>= 0.05)
+   outweighs it. Without it most questions tie (8 HotpotQA questions x 4 UniRAG
+   trajectories of the 1.5B: 1 unique best).
    Resumable (`rewards.jsonl`); `rewards.md` shows per question the spread of rewards
    across its trajectories and how many questions have a unique best (`reward_report`).
 3. `select`: per question the highest-reward trajectory (up to 3 when they tie); the
@@ -59,7 +64,11 @@ TRAINABLE_ROLES: dict[str, tuple[str, ...]] = {
     f: STRATEGIES.get(f).trainable_roles() for f in STRATEGIES.names() if STRATEGIES.get(f).variant_of is None and STRATEGIES.get(f).trainable_roles()
 }  # fmt: skip
 # Settings of the reward stage: `train reward` may set them after sampling.
-REWARD_FIELDS = frozenset({"reward", "reference_weights", "judge_runs", "weights", "judge", "judged_by", "allow_self_judge", "max_ties"})
+REWARD_FIELDS = frozenset({"reward", "reference_weights", "judge_runs", "weights", "judge", "judged_by", "allow_self_judge", "max_ties",
+                           "cost_weight"})  # fmt: skip
+# A trajectory's cost in thousands of prompt-equivalent tokens (prompt tokens + 4x the
+# generated ones, as `Trace.totals()` weighs them) at which the cost term is whole.
+COST_SCALE = 10.0
 
 
 def strategy_family(strategy: str) -> str | None:
@@ -101,6 +110,9 @@ class TrainConfig(BaseModel):
     judge_runs: int = Field(default=5, ge=1)  # R
     weights: tuple[float, float] = (4.0, 1.0)  # judged: correctness, faithfulness
     reference_weights: tuple[float, float] = (2.0, 1.0)  # reference: correctness, gold-document recall in S
+    # subtracted from every reward in proportion to the trajectory's cost (whole at
+    # COST_SCALE): of two trajectories that answer alike, the cheaper is the one to imitate
+    cost_weight: float = Field(default=0.05, ge=0.0, le=0.5)
     allow_self_judge: bool = False  # let the sampling model judge its own trajectories
     max_ties: int = Field(default=3, ge=1)
     llm: LLMConfig = Field(default_factory=LLMConfig)
@@ -139,7 +151,7 @@ def _append(path: Path, record: dict[str, Any]) -> None:
         f.write(json.dumps(record, ensure_ascii=False) + "\n")
 
 
-def _sampling(cfg: TrainConfig) -> dict[str, Any]:
+def sampling_settings(cfg: TrainConfig) -> dict[str, Any]:
     """The settings that decide what was sampled (not how fast, not how it is rewarded)."""
     return cfg.model_dump(exclude={"concurrency", "limit", *REWARD_FIELDS})
 
@@ -149,7 +161,7 @@ def prepare(cfg: TrainConfig, directory: Path) -> None:
     saved = directory / "train.json"
     if saved.exists():
         old = TrainConfig.model_validate_json(saved.read_text())
-        if _sampling(old) != _sampling(cfg):
+        if sampling_settings(old) != sampling_settings(cfg):
             raise MaragError(f"{directory} holds training data made with other settings", hint="use another --dir")
         cfg = cfg.model_copy(update={k: getattr(old, k) for k in REWARD_FIELDS})  # the reward stage's own settings stay
     saved.write_text(cfg.model_dump_json(indent=2))
@@ -276,6 +288,8 @@ def _signature(cfg: TrainConfig, judge_name: str | None) -> dict[str, Any]:
         sig |= {"judge": judge_name, "weights": list(cfg.weights)}
     if cfg.reward in ("reference", "both"):
         sig |= {"reference_weights": list(cfg.reference_weights)}
+    if cfg.cost_weight:  # rewards written before the cost term had none, and compare as before
+        sig |= {"cost_weight": cfg.cost_weight, "cost_scale": COST_SCALE}
     return sig
 
 
@@ -346,8 +360,10 @@ async def reward(cfg: TrainConfig, directory: Path, judge=None, progress: bool =
             async with gate:
                 row |= await _judged(cfg, r, judge)
             parts.append(row["judged_reward"])
+        quality, cost = sum(parts) / len(parts), trajectory_cost(r)
+        value = quality - cfg.cost_weight * min(1.0, cost / COST_SCALE)
         async with lock:
-            _append(path, {**row, "reward": sum(parts) / len(parts), "signature": sig})
+            _append(path, {**row, "quality": quality, "cost_units": cost, "reward": value, "signature": sig})
             bar.update(1)
 
     try:
@@ -358,6 +374,14 @@ async def reward(cfg: TrainConfig, directory: Path, judge=None, progress: bool =
     ranked = sorted(_lines(path), key=lambda r: (order.get(r["qid"], len(order)), r["t"]))
     (directory / "rewards.md").write_text(reward_report(ranked, cfg), encoding="utf-8")
     return path
+
+
+def trajectory_cost(r: dict[str, Any]) -> float:
+    """Thousands of prompt-equivalent tokens the trajectory's model calls took: its prompt
+    tokens (reused or not: reuse depends on what the server held, not on the trajectory)
+    plus 4x its generated tokens."""
+    totals = Trace.model_validate(r["trace"]).totals()
+    return (totals["prompt_tokens"] + 4 * totals["completion_tokens"]) / 1000
 
 
 async def _judged(cfg: TrainConfig, r: dict[str, Any], judge) -> dict[str, Any]:
@@ -390,7 +414,11 @@ def reward_spread(rows: list[dict[str, Any]], tol: float = 1e-9) -> list[dict[st
         values = [r["reward"] for r in rs]
         best = max(values)
         top = [r["t"] for r in rs if r["reward"] >= best - tol]
-        out.append({"qid": qid, "rewards": values, "spread": best - min(values), "best": top, "unique_best": len(top) == 1})
+        # the same without the cost term (rewards written before it: the reward itself)
+        quality = [r.get("quality", r["reward"]) for r in rs]
+        unique_by_quality = sum(q >= max(quality) - tol for q in quality) == 1
+        out.append({"qid": qid, "rewards": values, "spread": best - min(values), "best": top, "unique_best": len(top) == 1,
+                    "unique_by_quality": unique_by_quality, "alike": max(quality) - min(quality) <= tol})  # fmt: skip
     return out
 
 
@@ -398,16 +426,19 @@ def reward_report(rows: list[dict[str, Any]], cfg: TrainConfig | None = None) ->
     """Markdown: how well the rewards tell each question's trajectories apart."""
     spread = reward_spread(rows)
     unique = sum(q["unique_best"] for q in spread)
-    flat = sum(q["spread"] <= 1e-9 for q in spread)
+    by_quality = sum(q["unique_by_quality"] for q in spread)
+    flat = sum(q["alike"] for q in spread)
     lines = ["# Rewards", ""]
     if cfg is not None:
         what = {"judge": f"judged (correctness {cfg.weights[0]:g} : faithfulness {cfg.weights[1]:g}, R={cfg.judge_runs}, judge {cfg.judged_by})",
                 "reference": f"reference (gold-answer correctness {cfg.reference_weights[0]:g} : gold-document recall in S {cfg.reference_weights[1]:g})",
                 "both": "the mean of the judged and the reference rewards"}[cfg.reward]  # fmt: skip
-        lines += [f"Reward: {what}.", ""]
+        cost = f", minus {cfg.cost_weight:g} x the trajectory's cost (whole at {COST_SCALE:g}k prompt-equivalent tokens)" if cfg.cost_weight else ""
+        lines += [f"Reward: {what}{cost}.", ""]
     if spread:
-        lines += [f"**{unique} of {len(spread)} questions have a unique best trajectory**; {flat} have every trajectory "
-                  f"rewarded alike (no signal); mean spread {statistics.fmean(q['spread'] for q in spread):.3f}.", ""]  # fmt: skip
+        lines += [f"**{unique} of {len(spread)} questions have a unique best trajectory** ({by_quality} by the answer and "
+                  f"its sources alone, the cost deciding the rest); {flat} have every answer rewarded alike (no signal but the cost); "
+                  f"mean spread {statistics.fmean(q['spread'] for q in spread):.3f}.", ""]  # fmt: skip
     lines += ["| question | trajectories | rewards (t = 0, 1, ...) | spread | best t | unique |", "|---|---|---|---|---|---|"]
     for q in spread:
         rewards = " ".join(f"{v:.3f}" for v in q["rewards"])

@@ -95,6 +95,10 @@ class Plan(BaseModel):
     student: str = "qwen2.5-0.5b"
     trajectories: int = Field(default=4, ge=1)
     reward: Literal["reference", "judge", "both"] = "reference"
+    # a question whose best trajectory rewards less gives no examples: with the reference
+    # reward's 2:1 weights a wrong answer stays under 0.34 and a right one is >= 0.67, so
+    # its best is still a failure, nothing to imitate (None: every question's best)
+    min_reward: float | None = 0.5
     judge: str | None = None  # the judge's --llm spec (judged rewards; never the teacher unless allowed)
     allow_self_judge: bool = False
     settings: dict[str, Any] = Field(default_factory=dict)  # the strategy's, while sampling and evaluating
@@ -142,11 +146,15 @@ class Ledger:
         if self.path.is_file():
             self.stages = json.loads(self.path.read_text(encoding="utf-8")).get("stages", {})
 
-    def done(self, name: str, settings: Any) -> bool:
+    def done(self, name: str, settings: Any, redo: bool = False) -> bool:
+        """Whether the stage finished with these settings; one that finished with others
+        is refused, or (`redo`: a stage that rewrites its outputs whole) run again."""
         rec = self.stages.get(name)
         if rec is None or rec.get("state") != "done":
             return False
         if rec.get("settings") != _fingerprint(settings):
+            if redo:
+                return False
             raise MaragError(f"stage {name} finished earlier with other settings",
                              hint=f"use another directory, or delete {self.path.parent} to start over")  # fmt: skip
         return True
@@ -190,8 +198,8 @@ class PlanRun:
                 llm.close()
         self._llms.clear()
 
-    def stage(self, name: str, settings: Any, work: Callable[[], dict[str, Any] | None]) -> None:
-        if self.ledger.done(name, settings):
+    def stage(self, name: str, settings: Any, work: Callable[[], dict[str, Any] | None], redo: bool = False) -> None:
+        if self.ledger.done(name, settings, redo):
             self.echo(f"[{name}] done earlier ({self.ledger.stages[name]['seconds']:.0f} s)")
             return
         self.echo(f"[{name}] ...")
@@ -217,20 +225,35 @@ class PlanRun:
                            allow_self_judge=p.allow_self_judge, concurrency=p.concurrency)  # fmt: skip
 
     def examples_of(self, source: Source) -> Path:
-        from marag.train import export, select_file
-        from marag.train.loop import reward, sample
+        from marag.train import export
+        from marag.train.loop import reward, sample, sampling_settings
 
         cfg, where = self.train_config(source), self.dir / "sources" / source.name
         teacher = self.llm(cfg.llm)
         judge = self.llm(cfg.judge) if cfg.judge else None
+        # sampling is the hours of the loop: another reward or selection must not redo it
+        sampled = {**sampling_settings(cfg), "limit": cfg.limit}
         settings = cfg.model_dump(mode="json")
-        self.stage(f"sample {source.name}", settings, lambda: {"trajectories": _count(
+        chosen = {**settings, "min_reward": self.plan.min_reward}
+        self.stage(f"sample {source.name}", sampled, lambda: {"trajectories": _count(
             asyncio.run(sample(cfg, where, self.data_dir, llm=teacher, progress=self.progress)))})  # fmt: skip
         self.stage(f"reward {source.name}", settings, lambda: {"rewards": _count(
             asyncio.run(reward(cfg, where, judge=judge, progress=self.progress)))})  # fmt: skip
-        self.stage(f"select {source.name}", settings, lambda: {"selected": _count(select_file(cfg, where))})
-        self.stage(f"export {source.name}", settings, lambda: {"examples": _count(export(cfg, where))})
+        # selection and export rewrite their files whole in seconds: another min_reward redoes them
+        self.stage(f"select {source.name}", chosen, lambda: self.select(cfg, where, source), redo=True)
+        self.stage(f"export {source.name}", chosen, lambda: {"examples": _count(export(cfg, where))}, redo=True)
         return where / "sft.jsonl"
+
+    def select(self, cfg, where: Path, source: Source) -> dict[str, Any]:
+        from marag.train import select_file
+
+        selected = _count(select_file(cfg, where, self.plan.min_reward))
+        if not selected:
+            raise MaragError(f"no question of {source.name} has a trajectory rewarded {self.plan.min_reward} or more: "
+                             "nothing the teacher did is worth imitating",
+                             hint=f"see {where / 'rewards.md'}; give easier or more questions, more trajectories, "
+                                  "or a lower min_reward in the plan")  # fmt: skip
+        return {"selected": selected, "questions": len({r["qid"] for r in _lines(where / "selected.jsonl")})}
 
     def merge(self, parts: list[Path]) -> Path:
         out = self.dir / "sft.jsonl"
@@ -311,6 +334,10 @@ class PlanRun:
         rows = ["| stage | state | seconds |", "|---|---|---|"]
         rows += [f"| {name} | {rec['state']} | {rec['seconds']:,.0f} |" for name, rec in self.ledger.stages.items()]
         return "\n".join(rows)
+
+
+def _lines(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
 def _count(path: Path) -> int:
