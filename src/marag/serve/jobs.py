@@ -11,14 +11,13 @@ events from each other.
 from __future__ import annotations
 
 import asyncio
-import ctypes
-import gc
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 from marag.errors import MaragError
 from marag.eval.rundir import ResultRecord
+from marag.serve.memory import give_memory_back
 
 RUNNING, DONE, FAILED = "running", "done", "failed"
 
@@ -115,20 +114,6 @@ class Jobs:
 
         job.task = asyncio.create_task(run())
         return job
-
-
-def give_memory_back() -> None:
-    """Free what an evaluation left behind and hand the freed pages back to the system.
-    Its index, dataset and strategies are garbage when it ends, but in reference cycles
-    that only a full collection frees (`marag.collector.thaw`: the next one, whenever
-    that comes), and glibc keeps freed memory in the arenas of the threads that used it.
-    A server that ran 15 evaluations (4 strategies over hotpotqa_dev488's index) one
-    after another held 900 MB and growing; with this, 330 MB (benchmarks/soak.py)."""
-    gc.collect()
-    try:
-        ctypes.CDLL(None).malloc_trim(0)  # glibc's; other C libraries have none (nothing to do)
-    except (OSError, AttributeError):
-        pass
 
 
 def refuse_operator_settings(strategy: str, options: dict[str, Any] | None) -> None:
