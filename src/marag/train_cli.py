@@ -17,6 +17,9 @@ train_app = typer.Typer(no_args_is_help=True, context_settings=HELP_NAMES, help=
 DirOpt = Annotated[Path, typer.Option("--dir", help="The training directory (settings in train.json).")]
 
 
+READER_RECORD = "reader.json"  # `train reader`'s runs and counts, the adapter's provenance
+
+
 def _config(directory: Path):
     from marag.errors import MaragError
     from marag.train import TrainConfig
@@ -136,15 +139,39 @@ def finetune(
     """LoRA on the exported examples, on the CPU (needs the `train` extra); resumes
     from the last checkpoint of the same run. Writes lora/adapter.gguf and adapter.json
     (the trainable roles: `marag eval --lora` applies the adapter to those only)."""
+    from marag.errors import MaragError
     from marag.train.finetune import finetune as run
     from marag.train.loop import provenance
 
-    cfg = _config(directory)
-    if model is None and cfg.llm.backend == "llamacpp":  # the model the trajectories were sampled with
-        model = cfg.llm.model_path or cfg.llm.model
+    if (directory / READER_RECORD).exists():  # reader examples (`train reader`): no sampling model, their own roles
+        if model is None:
+            raise MaragError("reader examples name no model to train", hint="give the reader's model: --model qwen2.5-1.5b")
+        roles, record = None, json.loads((directory / READER_RECORD).read_text(encoding="utf-8"))
+    else:
+        cfg = _config(directory)
+        if model is None and cfg.llm.backend == "llamacpp":  # the model the trajectories were sampled with
+            model = cfg.llm.model_path or cfg.llm.model
+        roles, record = cfg.trainable_roles, provenance(cfg)
     out = run(directory / "sft.jsonl", directory / "lora", model, steps=steps, rank=rank, lr=lr, batch=batch, max_len=max_len,
-              save_every=save_every, fresh=fresh, roles=cfg.trainable_roles, provenance=provenance(cfg))  # fmt: skip
+              save_every=save_every, fresh=fresh, roles=roles, provenance=record)  # fmt: skip
     typer.echo(json.dumps(out, indent=1))
+
+
+@train_app.command()
+def reader(
+    runs: Annotated[list[Path], typer.Argument(help="Run directories (from `marag eval` on training questions with short gold answers).")],
+    directory: DirOpt,
+) -> None:
+    """Examples that teach the reader to read: each answered question's final read (its
+    passages) with the gold answer as the reply, written to DIR/sft.jsonl; then `marag
+    train finetune --dir DIR --model qwen2.5-1.5b` trains the reader's adapter."""
+    from marag.train.reader import write_reader_examples
+
+    path, tally = write_reader_examples(runs, directory / "sft.jsonl")
+    record = {"data": "reader examples", "runs": [str(r) for r in runs], "counts": dict(tally)}
+    (directory / READER_RECORD).write_text(json.dumps(record, indent=1), encoding="utf-8")
+    typer.echo(", ".join(f"{n} {why}" for why, n in tally.most_common()))
+    typer.echo(f"examples: {path}\nnext: marag train finetune --dir {directory} --model MODEL")
 
 
 @train_app.command()
