@@ -552,7 +552,7 @@ def serve(
     from marag.llm import LLMConfig
     from marag.serve.app import ServeSettings, create_app
     from marag.serve.auth import MAKE_TOKEN, MIN_TOKEN_CHARS
-    from marag.serve.memory import cap_malloc_arenas
+    from marag.serve.memory import fix_mmap_threshold
 
     token = os.environ.get(token_env) if token_env else None
     if token_env and not token:
@@ -572,7 +572,7 @@ def serve(
         max_body_bytes=max_body, max_concurrency=max_concurrency, body_timeout_s=body_timeout,
         allowed_hosts=list(LOOPBACK_NAMES) if host in LOOPBACK_NAMES else None,  # a loopback server: no DNS rebinding
     )  # fmt: skip
-    cap_malloc_arenas()  # before the server's threads start: its memory stays level (marag.serve.memory)
+    fix_mmap_threshold()  # its memory stays level over evaluations (marag.serve.memory)
     sock = _listening_socket(host, port)  # before saying it serves: a bad or busy port fails here
     signin = "; sign in there with the token" if token else ""
     typer.echo(f"marag serving on http://{host}:{port}/ (API docs at /docs{signin})")

@@ -1,15 +1,19 @@
 """What a long-running server does so its memory stays level: glibc's allocator is told to
-keep few arenas, and an evaluation's memory is handed back when it ends.
+give large blocks back at once, and an evaluation's memory is handed back when it ends.
 
-glibc gives a thread that allocates while another holds an arena an arena of its own, up
-to 8 per core, and memory freed in one arena serves only the threads that use it. The
-server's threads (the event loop, the worker threads `asyncio.to_thread` hands work to,
-an evaluation's) change over a day, so each new evaluation's index and answers landed in
-arenas the last one had not filled, and the server's peak stepped up by evaluations
-(scripted soak: 500 MB while the first evaluation ran, 625 MB while the second did, the
-extra in 64 MB arena blocks; benchmarks/soak.py). Python's own objects did not grow
-(tracemalloc: 114-121 MB throughout). Two arenas are what Python servers usually run
-with: the GIL lets one thread allocate at a time anyway.
+glibc serves a block of 128 KiB or more with its own mapping, returned to the system when
+freed, but each time such a block is freed it raises that threshold to the block's size
+(up to 32 MiB), so from then on blocks that large come from its arenas, where freed memory
+stays with the process and fragments. A server reads whole results files, indexes and
+traces again and again: the threshold climbed, and each new evaluation's blocks landed in
+arena memory the last one had left in pieces. Scripted soak (benchmarks/soak.py, 16
+clients, evaluations of 4 strategies over hotpotqa_dev488 one after another): with
+glibc's defaults the server held ~500 MB while the first evaluation ran and ~625 MB while
+the second did, the extra in fresh 64 MB arena blocks; with the threshold fixed at 128 KiB,
+~400 MB and then ~514 MB, level over the next evaluations. Python's own objects did not
+grow (tracemalloc: 114-121 MB throughout). Two arenas instead of glibc's 8 a core were
+tried too: level as well, but at ~800 MB, and 17 asks timed out in that soak (none in
+the others).
 """
 
 from __future__ import annotations
@@ -18,8 +22,8 @@ import ctypes
 import gc
 import os
 
-ARENAS = 2
-_M_ARENA_MAX = -8  # mallopt's parameter number in glibc's malloc.h
+MMAP_THRESHOLD = 128 * 1024  # glibc's own starting value, kept from moving
+_M_MMAP_THRESHOLD = -3  # mallopt's parameter number in glibc's malloc.h
 
 
 def _libc():
@@ -29,13 +33,14 @@ def _libc():
         return None
 
 
-def cap_malloc_arenas(arenas: int = ARENAS) -> bool:
-    """Limit glibc's arenas for the rest of the process (arenas already made stay; call it
-    early). An operator's MALLOC_ARENA_MAX wins. False where the C library is not glibc."""
+def fix_mmap_threshold(size: int = MMAP_THRESHOLD) -> bool:
+    """Serve blocks of `size` or more with their own mappings for the rest of the process
+    (a threshold set this way no longer moves). An operator's MALLOC_MMAP_THRESHOLD_ wins.
+    False where the C library is not glibc."""
     libc = _libc()
-    if libc is None or not hasattr(libc, "mallopt") or os.environ.get("MALLOC_ARENA_MAX"):
+    if libc is None or not hasattr(libc, "mallopt") or os.environ.get("MALLOC_MMAP_THRESHOLD_"):
         return False
-    return bool(libc.mallopt(_M_ARENA_MAX, arenas))
+    return bool(libc.mallopt(_M_MMAP_THRESHOLD, size))
 
 
 def give_memory_back() -> None:
