@@ -95,9 +95,9 @@ class Plan(BaseModel):
     student: str = "qwen2.5-0.5b"
     trajectories: int = Field(default=4, ge=1)
     reward: Literal["reference", "judge", "both"] = "reference"
-    # a question whose best trajectory rewards less gives no examples: with the reference
-    # reward's 2:1 weights a wrong answer stays under 0.34 and a right one is >= 0.67, so
-    # its best is still a failure, nothing to imitate (None: every question's best)
+    # a question whose best trajectory rewards less gives no examples: its best is still a
+    # failure, nothing to imitate (the reference reward's 2:1 weights give a wrong answer
+    # with every gold page found 1/3, a right answer with none 2/3). None: every question's best
     min_reward: float | None = 0.5
     judge: str | None = None  # the judge's --llm spec (judged rewards; never the teacher unless allowed)
     allow_self_judge: bool = False
