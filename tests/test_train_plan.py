@@ -84,6 +84,8 @@ def test_the_whole_loop_resumes_after_a_kill(sample_index, tmp_path):
     source = next(iter(plan.questions)).name
     assert [stages[f"{s} {source}"]["state"] for s in ("sample", "reward", "select", "export")] == ["done"] * 4
     assert stages[f"sample {source}"]["trajectories"] == 6 and stages["finetune"]["state"] == "interrupted"
+    # the scripted teacher does the same thing every time, at the same cost: nothing to choose between
+    assert {k: stages[f"reward {source}"][k] for k in ("rewards", "questions", "unique_best")} == {"rewards": 6, "questions": 3, "unique_best": 0}
     sampled = models.calls()
     assert sampled > 0
 

@@ -226,7 +226,7 @@ class PlanRun:
 
     def examples_of(self, source: Source) -> Path:
         from marag.train import export
-        from marag.train.loop import reward, sample, sampling_settings
+        from marag.train.loop import sample, sampling_settings
 
         cfg, where = self.train_config(source), self.dir / "sources" / source.name
         teacher = self.llm(cfg.llm)
@@ -237,12 +237,21 @@ class PlanRun:
         chosen = {**settings, "min_reward": self.plan.min_reward}
         self.stage(f"sample {source.name}", sampled, lambda: {"trajectories": _count(
             asyncio.run(sample(cfg, where, self.data_dir, llm=teacher, progress=self.progress)))})  # fmt: skip
-        self.stage(f"reward {source.name}", settings, lambda: {"rewards": _count(
-            asyncio.run(reward(cfg, where, judge=judge, progress=self.progress)))})  # fmt: skip
+        self.stage(f"reward {source.name}", settings, lambda: self.reward(cfg, where, judge))
         # selection and export rewrite their files whole in seconds: another min_reward redoes them
         self.stage(f"select {source.name}", chosen, lambda: self.select(cfg, where, source), redo=True)
         self.stage(f"export {source.name}", chosen, lambda: {"examples": _count(export(cfg, where))}, redo=True)
         return where / "sft.jsonl"
+
+    def reward(self, cfg, where: Path, judge) -> dict[str, Any]:
+        """The rewards, and how well they tell a question's trajectories apart (the
+        questions with a unique best, with and without the cost deciding)."""
+        from marag.train.loop import reward, reward_spread
+
+        rows = _lines(asyncio.run(reward(cfg, where, judge=judge, progress=self.progress)))
+        spread = reward_spread(rows)
+        return {"rewards": len(rows), "questions": len(spread), "unique_best": sum(q["unique_best"] for q in spread),
+                "unique_by_quality": sum(q["unique_by_quality"] for q in spread)}  # fmt: skip
 
     def select(self, cfg, where: Path, source: Source) -> dict[str, Any]:
         from marag.train import select_file
