@@ -11,6 +11,9 @@ setup: $(VENV)/.installed
 	# for the wiring tests) and the dense embedder's file (MiniLM int8 ONNX, 23 MB; never
 	# fetched by `marag index` itself), sha256-checked, into $$MARAG_HOME or the user cache; once.
 	$(BIN)/marag models pull qwen2.5-1.5b smollm2-135m minilm-int8
+	# The retrievers' numba kernels, compiled once and cached (a minute on 2 cores), so the
+	# first question of `make demo` or of a fresh `marag serve` does not wait for them.
+	$(BIN)/python -m marag.index.warm
 
 $(VENV)/.installed: pyproject.toml requirements/lock.txt requirements/bertopic-lock.txt
 	$(PYTHON) -m venv $(VENV)

@@ -573,6 +573,9 @@ def serve(
         allowed_hosts=list(LOOPBACK_NAMES) if host in LOOPBACK_NAMES else None,  # a loopback server: no DNS rebinding
     )  # fmt: skip
     fix_mmap_threshold()  # its memory stays level over evaluations (marag.serve.memory)
+    warmed_in = _warm_kernels()  # before it listens: the first questions do not wait for numba
+    if warmed_in > 5:
+        typer.echo(f"retrieval kernels compiled in {warmed_in:.0f} s (once per install)", err=True)
     sock = _listening_socket(host, port)  # before saying it serves: a bad or busy port fails here
     signin = "; sign in there with the token" if token else ""
     typer.echo(f"marag serving on http://{host}:{port}/ (API docs at /docs{signin})")
@@ -584,6 +587,16 @@ def serve(
     config = uvicorn.Config(create_app(settings), log_level="warning", timeout_graceful_shutdown=shutdown_grace,
                             timeout_keep_alive=KEEP_ALIVE_S)  # fmt: skip
     uvicorn.Server(config).run(sockets=[sock])
+
+
+def _warm_kernels() -> float:
+    import time
+
+    from marag.index.warm import warm_kernels
+
+    t0 = time.perf_counter()
+    warm_kernels()
+    return time.perf_counter() - t0
 
 
 def _listening_socket(host: str, port: int):
