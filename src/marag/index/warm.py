@@ -29,22 +29,22 @@ def warm_kernels() -> list[str]:
     docs = [Document(id=f"d{i}", title=f"Doc {i}", text=f"{text}. " * 20) for i, text in enumerate(WORDS)]
     warmed: list[str] = []
     with tempfile.TemporaryDirectory(prefix="marag-warm-") as tmp:
-        # exact dense search (and hybrid over it) as small indexes run; HNSW as large ones do
-        for name, cfg in (("exact", IndexConfig()), ("hnsw", IndexConfig(ann="hnsw")), ("bm25", IndexConfig(retrievers=["bm25"]))):
-            if warmed and name == "bm25":
-                break  # BM25 was warmed with the others
-            try:
-                index = index_documents(docs, f"{tmp}/{name}", cfg, progress=False)
-            except MaragError:  # no embedder file: BM25 alone
-                continue
-            kinds = [*cfg.retrievers, "hybrid"] if len(cfg.retrievers) > 1 else cfg.retrievers
-            for kind in kinds:
+
+        def search_each(name: str, cfg: IndexConfig) -> None:
+            index = index_documents(docs, f"{tmp}/{name}", cfg, progress=False)
+            for kind in [*cfg.retrievers, "hybrid"] if len(cfg.retrievers) > 1 else cfg.retrievers:
                 retriever = index.retriever(kind)
                 retriever.search("which documents compile", k=2)
                 retriever.search_batch(["tiny corpus", "every retriever"], k=2, offset=1)
                 warmed.append(f"{kind} ({name})" if kind == "dense" else kind)
-    return list(dict.fromkeys(warmed))
 
+        try:  # exact dense search (and hybrid over it) as small indexes run; HNSW as large ones do
+            search_each("exact", IndexConfig())
+            search_each("hnsw", IndexConfig(ann="hnsw"))
+        except MaragError:  # no embedder file: BM25 alone
+            if not warmed:
+                search_each("bm25", IndexConfig(retrievers=["bm25"]))
+    return list(dict.fromkeys(warmed))
 
 if __name__ == "__main__":
     print("retrieval kernels ready:", ", ".join(warm_kernels()) or "none")

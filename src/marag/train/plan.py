@@ -47,6 +47,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from marag.errors import MaragError
 from marag.llm import LLMConfig
+from marag.train.loop import _lines  # a JSONL file's records (a torn last line skipped)
 
 
 class Source(BaseModel):
@@ -256,13 +257,13 @@ class PlanRun:
     def select(self, cfg, where: Path, source: Source) -> dict[str, Any]:
         from marag.train import select_file
 
-        selected = _count(select_file(cfg, where, self.plan.min_reward))
+        selected = _lines(select_file(cfg, where, self.plan.min_reward))
         if not selected:
             raise MaragError(f"no question of {source.name} has a trajectory rewarded {self.plan.min_reward} or more: "
                              "nothing the teacher did is worth imitating",
                              hint=f"see {where / 'rewards.md'}; give easier or more questions, more trajectories, "
                                   "or a lower min_reward in the plan")  # fmt: skip
-        return {"selected": selected, "questions": len({r["qid"] for r in _lines(where / "selected.jsonl")})}
+        return {"selected": len(selected), "questions": len({r["qid"] for r in selected})}
 
     def merge(self, parts: list[Path]) -> Path:
         out = self.dir / "sft.jsonl"
@@ -343,10 +344,6 @@ class PlanRun:
         rows = ["| stage | state | seconds |", "|---|---|---|"]
         rows += [f"| {name} | {rec['state']} | {rec['seconds']:,.0f} |" for name, rec in self.ledger.stages.items()]
         return "\n".join(rows)
-
-
-def _lines(path: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
 def _count(path: Path) -> int:
