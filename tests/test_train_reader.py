@@ -68,3 +68,33 @@ def test_the_command_writes_examples_and_finetune_asks_for_the_model(tmp_path, m
         from marag.train.reader import write_reader_examples
 
         write_reader_examples([tmp_path / "none"], tmp_path / "x" / "sft.jsonl")
+
+
+def _trajectory(qid: str, t: int, golds: list[str], read: str) -> dict:
+    trace = Trace(question=f"question {qid}", strategy="unirag",
+                  steps=[{"agent": "planner", "llm_calls": [_call("plan it", '{"action": "search"}')]},
+                         {"agent": "final_answer", "llm_calls": [_call(read, '{"answer": "Lyon"}')]}])  # fmt: skip
+    return {"qid": qid, "t": t, "question": trace.question, "answer": "Lyon", "answers": golds,
+            "trace": trace.model_dump(mode="json")}  # fmt: skip
+
+
+def test_a_teachers_trajectories_give_reads_and_the_same_read_counts_once(tmp_path):
+    """`train run` directories hold one trajectories file per source: each trajectory's
+    final read is an example, two trajectories that read the same passages give one."""
+    paris = "Passages:\n\n[1] The Louvre is in Paris.\n\nQuestion: Where is the Louvre?"
+    other = "Passages:\n\n[1] The Louvre, in Paris, opened in 1793.\n\nQuestion: Where is the Louvre?"
+    source = tmp_path / "plan" / "sources" / "hotpotqa_train100-1-2"
+    source.mkdir(parents=True)
+    rows = [_trajectory("q1", 0, ["Paris"], paris), _trajectory("q1", 1, ["Paris"], paris),  # the same read twice
+            _trajectory("q1", 2, ["Paris"], other), _trajectory("q2", 0, ["Rome"], paris)]  # fmt: skip
+    (source / "trajectories.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    examples, tally = reader_examples([tmp_path / "plan"])
+    assert [(e["qid"], e["run"]) for e in examples] == [("q1", "hotpotqa_train100-1-2/t0"), ("q1", "hotpotqa_train100-1-2/t2")]
+    assert {e["role"] for e in examples} == {"unirag.final_answer"}
+    assert [e["messages"][1]["content"] for e in examples] == [paris, other]
+    assert examples[0]["messages"][-1]["content"] == '{"answer": "Paris"}' and not examples[0]["was_right"]
+    assert tally == {"kept": 2, "the same read again": 1, "gold not in the passages": 1}
+    # a training directory on its own reads the same
+    assert len(reader_examples([source])[0]) == 2
+    with pytest.raises(MaragError, match="no run or trajectories at"):
+        reader_examples([tmp_path / "empty"])

@@ -159,7 +159,7 @@ def finetune(
 
 @train_app.command()
 def reader(
-    runs: Annotated[list[Path], typer.Argument(help="Run directories (from `marag eval` on training questions with short gold answers).")],
+    runs: Annotated[list[Path], typer.Argument(help="Run directories (`marag eval` on training questions with short gold answers) or self-training directories (a teacher's trajectories: `marag train sample`, `marag train run`).")],
     directory: DirOpt,
 ) -> None:
     """Examples that teach the reader to read: each answered question's final read (its

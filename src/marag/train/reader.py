@@ -11,15 +11,22 @@ would learn to answer from nowhere), unless the gold is yes or no (a verdict is 
 found). The same question read from other passages (another strategy, another run) is
 another example, as RA-DIT trains on several retrieved contexts per question.
 
+The reads come from `marag eval` runs (results and traces) and from self-training
+directories: a teacher's sampled trajectories (`trajectories.jsonl` of `marag train
+sample`, or every source of a `marag train run` directory) are final reads of training
+questions too, each over the passages its own search found. A read met twice (the same
+messages: another trajectory that found the same passages) is kept once.
+
 Every example's `role` is the reader it came from; the adapter applies to the roles of
 its examples (`adapter.json`), so one adapter serves each strategy's final read.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +34,7 @@ from marag.errors import MaragError
 from marag.eval.report import Run
 from marag.strategies import STRATEGIES
 from marag.trace import Trace
+from marag.train.loop import _lines  # a JSONL file's records (a torn last line skipped)
 
 MAX_GOLD_WORDS = 12  # longer gold answers are long-form references, not what a short read writes
 VERDICTS = frozenset({"yes", "no"})
@@ -66,24 +74,58 @@ def _gold_in(golds: list[str], prompt: str) -> str | None:
     return None
 
 
+class _Answered:
+    """One answered question as the reads need it: its gold answers, the answer given,
+    and the trace of how it was given."""
+
+    __slots__ = ("qid", "answers", "prediction", "trace", "origin")
+
+    def __init__(self, qid: str, answers: list[str], prediction: str, trace: Trace, origin: str):
+        self.qid, self.answers, self.prediction, self.trace, self.origin = qid, answers, prediction, trace, origin
+
+
+def _trajectory_files(directory: Path) -> list[Path]:
+    """A training directory's trajectories, or those of each source of a `train run`."""
+    if (directory / "trajectories.jsonl").is_file():
+        return [directory / "trajectories.jsonl"]
+    return sorted((directory / "sources").glob("*/trajectories.jsonl"))
+
+
+def _answered(directory: Path) -> Iterator[_Answered]:
+    """The answered questions of an eval run or of a self-training directory."""
+    directory = Path(directory)
+    files = _trajectory_files(directory)
+    if files:
+        for path in files:
+            for r in _lines(path):
+                yield _Answered(r["qid"], r.get("answers") or [], r.get("answer") or "",
+                                Trace.model_validate(r["trace"]), f"{path.parent.name}/t{r['t']}")  # fmt: skip
+        return
+    if not (directory / "config.json").exists():
+        raise MaragError(f"no run or trajectories at {directory}",
+                         hint="give `marag eval` run directories or `marag train` directories (trajectories.jsonl)")  # fmt: skip
+    run = Run(directory)
+    by_trace = {r.trace_id: r for r in run.results if r.trace_id and r.error is None}
+    for trace in run.traces():
+        rec = by_trace.get(trace.id)
+        if rec is not None:
+            yield _Answered(rec.qid, rec.answers, rec.prediction or "", trace, run.name)
+
+
 def reader_examples(run_dirs: Iterable[Path]) -> tuple[list[dict[str, Any]], Counter]:
     """The examples of the runs' final reads, and a count of what was kept and left out
     (by reason), for the command to print."""
     readers = reader_roles()
     out: list[dict[str, Any]] = []
     tally: Counter = Counter()
+    seen: set[str] = set()
     for run_dir in run_dirs:
-        run = Run(Path(run_dir))
-        by_trace = {r.trace_id: r for r in run.results if r.trace_id and r.error is None}
-        for trace in run.traces():
-            rec = by_trace.get(trace.id)
-            if rec is None:
-                continue
+        for rec in _answered(Path(run_dir)):
             golds = [a for a in rec.answers if a.strip() and len(a.split()) <= MAX_GOLD_WORDS]
             if not golds:
                 tally["no short gold answer"] += 1
                 continue
-            read = _final_read(trace, readers)
+            read = _final_read(rec.trace, readers)
             if read is None:
                 tally["no final read"] += 1
                 continue
@@ -93,10 +135,16 @@ def reader_examples(run_dirs: Iterable[Path]) -> tuple[list[dict[str, Any]], Cou
             if gold is None:
                 tally["gold not in the passages"] += 1
                 continue
+            # the same passages read for the same question would only weigh that read twice
+            key = hashlib.sha256(json.dumps([role, messages], sort_keys=True).encode()).hexdigest()
+            if key in seen:
+                tally["the same read again"] += 1
+                continue
+            seen.add(key)
             reply = json.dumps({"answer": gold}, ensure_ascii=False)
             out.append({"messages": [{**m, "weight": 0} for m in messages] + [{"role": "assistant", "content": reply, "weight": 1}],
-                        "role": role, "qid": rec.qid, "run": run.name,
-                        "was_right": _plain(rec.prediction or "") == _plain(gold)})  # fmt: skip
+                        "role": role, "qid": rec.qid, "run": rec.origin,
+                        "was_right": _plain(rec.prediction) == _plain(gold)})  # fmt: skip
             tally["kept"] += 1
     return out, tally
 
@@ -105,7 +153,7 @@ def write_reader_examples(run_dirs: Iterable[Path], out: Path) -> tuple[Path, Co
     rows, tally = reader_examples(run_dirs)
     if not rows:
         raise MaragError("no reader examples in these runs: " + (", ".join(f"{n} {why}" for why, n in tally.items()) or "no answered questions"),
-                         hint="give runs on questions with short gold answers (marag eval DATASET ... on training questions)")  # fmt: skip
+                         hint="give runs or trajectories on questions with short gold answers (marag eval DATASET ... on training questions)")  # fmt: skip
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_suffix(".tmp")
     tmp.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
