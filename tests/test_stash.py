@@ -1,0 +1,47 @@
+"""benchmarks/stash.py carries a run's resumable text files between sessions: saved
+without indexes or oversized files, restored whole, never over a different file nor
+outside the target."""
+
+from __future__ import annotations
+
+import io
+import tarfile
+
+import pytest
+from bench import load_benchmark
+
+
+def test_a_run_round_trips_without_its_indexes_and_big_files(tmp_path, monkeypatch):
+    stash = load_benchmark("stash")
+    monkeypatch.setattr(stash, "STASH", tmp_path / "stash")
+    run = tmp_path / "run"
+    (run / "sources" / "a").mkdir(parents=True)
+    (run / ".marag").mkdir()
+    (run / "plan.json").write_text('{"stages": {}}')
+    (run / "sources" / "a" / "trajectories.jsonl").write_text('{"qid": "q1"}\n')
+    (run / ".marag" / "index.json").write_text("{}")  # rebuilt from the data: left out
+    (run / "vectors.npy").write_bytes(b"\0" * 10)  # not a text file: left out
+    (run / "big.jsonl").write_text("x" * 2_000)  # over --max-mb: left out
+    stash.save(run, "s1", max_mb=0.001)
+    stash.restore("s1", tmp_path / "back")
+    got = sorted(str(p.relative_to(tmp_path / "back")) for p in (tmp_path / "back").rglob("*") if p.is_file())
+    assert got == ["plan.json", "sources/a/trajectories.jsonl"]
+    assert (tmp_path / "back" / "sources" / "a" / "trajectories.jsonl").read_text() == '{"qid": "q1"}\n'
+    stash.restore("s1", tmp_path / "back")  # again: the same files, nothing to do
+    (tmp_path / "back" / "plan.json").write_text("changed")
+    with pytest.raises(SystemExit, match="differs from the stash"):
+        stash.restore("s1", tmp_path / "back")
+    with pytest.raises(SystemExit, match="no stash named 'nope'"):
+        stash.restore("nope", tmp_path / "x")
+
+
+def test_a_member_that_leaves_the_target_is_refused(tmp_path, monkeypatch):
+    stash = load_benchmark("stash")
+    monkeypatch.setattr(stash, "STASH", tmp_path)
+    with tarfile.open(tmp_path / "evil.tar.gz", "w:gz") as tar:
+        info = tarfile.TarInfo("../outside.txt")
+        info.size = 1
+        tar.addfile(info, io.BytesIO(b"x"))
+    with pytest.raises(SystemExit, match="not a plain file inside the target"):
+        stash.restore("evil", tmp_path / "target")
+    assert not (tmp_path / "outside.txt").exists()
