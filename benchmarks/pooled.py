@@ -2,6 +2,11 @@
 pooled, paired against baselines, auto's routing read back, and the pooled chart.
 
     python benchmarks/pooled.py runs/<a> runs/<b> ... [--baselines vanilla_rag_k5,unirag] [--chart FILE]
+    python benchmarks/pooled.py base=runs/<a> base=runs/<b> tuned=runs/<c> ... --baselines base:unirag
+
+A question is paired by its dataset and id, so runs of one strategy by different models
+(a teacher, a student as it came and tuned) compare when each run is given a label:
+`LABEL=RUN` names its strategies `LABEL:strategy`.
 
 For every strategy found in every run: n, F1 with its 95% bootstrap interval, the paired
 difference from each baseline (interval; better/worse counts), accuracy, gold pages in
@@ -29,14 +34,35 @@ from marag.eval.stats import mean_ci, paired_diff_ci
 from marag.train.router import auroc
 
 
-def pooled(runs: list[Run]) -> dict[str, dict[str, ResultRecord]]:
-    """strategy -> (run name/qid) -> record, for strategies every run has."""
+def question_key(run: Run, qid: str) -> str:
+    return f"{run.config['dataset']}/{qid}"
+
+
+def pooled(runs: list[Run], labels: list[str | None] | None = None) -> dict[str, dict[str, ResultRecord]]:
+    """strategy (`label:strategy` for a labelled run) -> (dataset/qid) -> record, for the
+    strategies whose questions every dataset's runs answered."""
+    labels = labels or [None] * len(runs)
     out: dict[str, dict[str, ResultRecord]] = defaultdict(dict)
-    for run in runs:
+    for run, label in zip(runs, labels):
         for r in run.results:
-            out[r.strategy][f"{run.name}/{r.qid}"] = r
-    names = [s for s in out if all(any(r.strategy == s for r in run.results) for run in runs)]
+            key = question_key(run, r.qid)
+            name = f"{label}:{r.strategy}" if label else r.strategy
+            if key in out[name]:
+                raise SystemExit(f"{name} answers {key} in two runs: give each model's runs their own LABEL=RUN")
+            out[name][key] = r
+    datasets = {run.config["dataset"] for run in runs}
+    names = [s for s in out if {k.rsplit("/", 1)[0] for k in out[s]} == datasets]
     return {s: out[s] for s in names}
+
+
+def labelled(args: list[str]) -> tuple[list[Run], list[str | None]]:
+    """`LABEL=RUN` or `RUN` arguments: the runs and their labels."""
+    runs, labels = [], []
+    for a in args:
+        label, sep, path = a.partition("=")
+        runs.append(Run(Path(path if sep else a)))
+        labels.append(label if sep else None)
+    return runs, labels
 
 
 def f1(r: ResultRecord) -> float:
@@ -59,7 +85,7 @@ def row(name: str, recs: dict[str, ResultRecord], base: dict[str, dict[str, Resu
     mean = lambda key: statistics.fmean(r.cost.get(key, 0.0) for r in ok) if ok else 0.0  # noqa: E731
     cells += [f"{statistics.fmean(r.metrics.get('accuracy', 0.0) for r in ok):.3f}",
               f"{statistics.fmean(r.metrics.get('retrieval_recall', 0.0) for r in ok):.3f}",
-              f"{mean('escalated'):.0%}" if name.startswith("auto") else "",
+              f"{mean('escalated'):.0%}" if name.split(":")[-1].startswith("auto") else "",
               f"{mean('llm_calls'):.1f}", f"{mean('prompt_tokens_evaluated'):,.0f}", f"{mean('completion_tokens'):,.0f}",
               f"{statistics.fmean(RATES.seconds(r.cost) for r in ok):.1f}"]  # fmt: skip
     return "| " + " | ".join(cells) + " |"
@@ -79,7 +105,7 @@ def routing(groups: dict[str, dict[str, ResultRecord]], runs: list[Run], keys: l
         return []
     routes = {}
     for run in runs:
-        ids = {r.trace_id: f"{run.name}/{r.qid}" for r in run.results if r.strategy == "auto" and r.trace_id}
+        ids = {r.trace_id: question_key(run, r.qid) for r in run.results if r.strategy == "auto" and r.trace_id}
         for t in run.traces():
             step = next((s for s in t.steps if s.agent == "route"), None)
             if t.id in ids and step is not None:
@@ -109,22 +135,25 @@ def routing(groups: dict[str, dict[str, ResultRecord]], runs: list[Run], keys: l
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("runs", nargs="+", type=Path)
+    ap.add_argument("runs", nargs="+", help="run directories, each RUN or LABEL=RUN")
     ap.add_argument("--baselines", default="vanilla_rag_k5,unirag")
     ap.add_argument("--agent", default="unirag")
     ap.add_argument("--first", default="vanilla_rag_k5")
     ap.add_argument("--chart", type=Path, default=None)
     args = ap.parse_args()
-    runs = [Run(p) for p in args.runs]
-    groups = pooled(runs)
+    runs, labels = labelled(args.runs)
+    groups = pooled(runs, labels)
     baselines = args.baselines.split(",")
-    model = next((c.model for run in runs for t in run.traces()[:1] for c in t.llm_calls()), "?")
+    models = {}
+    for run, label in zip(runs, labels):
+        models.setdefault(label, next((c.model for t in run.traces()[:1] for c in t.llm_calls()), "?"))
+    model = ", ".join(f"{label}: {m}" if label else m for label, m in models.items())
     print(f"model `{model}`; retriever {runs[0].config.get('retriever') or 'hybrid'}; defaults; "
           f"{runs[0].config.get('concurrency')} in flight; machine seconds at {RATES.label()}\n")  # fmt: skip
-    for run in runs:
-        keys = sorted(k for k in set.intersection(*(set(g) for g in groups.values())) if k.startswith(run.name + "/"))
-        cfg = run.config
-        print(f"### {cfg['dataset']} questions {cfg.get('skip', 0) + 1}-{cfg.get('skip', 0) + len(keys)} ({run.name})\n")
+    for dataset, run in {run.config["dataset"]: run for run in runs}.items():
+        keys = sorted(k for k in set.intersection(*(set(g) for g in groups.values())) if k.startswith(dataset + "/"))
+        skip = run.config.get("skip", 0)
+        print(f"### {dataset} questions {skip + 1}-{skip + len(keys)}\n")
         print("\n".join(table(groups, baselines, keys)) + "\n")
     keys = sorted(set.intersection(*(set(g) for g in groups.values())))
     print(f"### pooled, n={len(keys)}\n")
