@@ -11,10 +11,11 @@ time. Every stage of marag resumes from its files, so committing those files is 
     marag train run plan.toml --dir /work/runs/student1   # goes on where it stopped
 
 What is kept: the text files a stage resumes from or reports (JSON, JSONL, TOML,
-Markdown, TSV, logs). Left out: the indexes and caches a run rebuilds from its data
-(`.marag/`, numpy arrays), and any file over --max-mb (model adapters: a stage that
-made one records it and makes it again). Restoring refuses to overwrite a file that
-differs, and never writes outside the target directory.
+Markdown, TSV, logs) and LoRA adapters in llama.cpp's form (`adapter.gguf`: half an hour
+of fine-tuning, tens of MB). Left out: the indexes and caches a run rebuilds from its
+data (`.marag/`, numpy arrays), the trainer's own checkpoints, and any file over
+--max-mb. Restoring refuses to overwrite a file that differs, and never writes outside
+the target directory.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ import tarfile
 from pathlib import Path
 
 STASH = Path(__file__).resolve().parent / "stash"
-KEPT = {".json", ".jsonl", ".toml", ".md", ".tsv", ".log", ".txt", ".csv"}
+KEPT = {".json", ".jsonl", ".toml", ".md", ".tsv", ".log", ".txt", ".csv", ".gguf"}
 SKIPPED_DIRS = {".marag", "__pycache__"}
 
 
@@ -34,7 +35,9 @@ def kept_files(root: Path, max_mb: float) -> list[Path]:
     out = []
     for path in sorted(root.rglob("*")):
         rel = path.relative_to(root)
-        if not path.is_file() or path.suffix not in KEPT or SKIPPED_DIRS & set(rel.parts):
+        # a checkpoint restored without its weights would be resumed from and fail
+        skipped = SKIPPED_DIRS & set(rel.parts) or any(part.startswith("checkpoint-") for part in rel.parts)
+        if not path.is_file() or path.suffix not in KEPT or skipped:
             continue
         if path.stat().st_size > max_mb * 1e6:
             print(f"left out (over {max_mb} MB): {rel}", file=sys.stderr)
@@ -92,7 +95,7 @@ def main() -> None:
     s = sub.add_parser("save", help="pack a run directory's text files into benchmarks/stash/NAME.tar.gz")
     s.add_argument("root", type=Path)
     s.add_argument("--name", required=True)
-    s.add_argument("--max-mb", type=float, default=20.0)
+    s.add_argument("--max-mb", type=float, default=60.0)
     r = sub.add_parser("restore", help="unpack benchmarks/stash/NAME.tar.gz into a directory")
     r.add_argument("name")
     r.add_argument("root", type=Path)

@@ -22,10 +22,13 @@ def test_a_run_round_trips_without_its_indexes_and_big_files(tmp_path, monkeypat
     (run / ".marag" / "index.json").write_text("{}")  # rebuilt from the data: left out
     (run / "vectors.npy").write_bytes(b"\0" * 10)  # not a text file: left out
     (run / "big.jsonl").write_text("x" * 2_000)  # over --max-mb: left out
+    (run / "adapters" / "m" / "checkpoint-20").mkdir(parents=True)
+    (run / "adapters" / "m" / "checkpoint-20" / "trainer_state.json").write_text("{}")  # without its weights: left out
+    (run / "adapters" / "m" / "adapter.gguf").write_bytes(b"GGUF")  # the trained adapter: kept
     stash.save(run, "s1", max_mb=0.001)
     stash.restore("s1", tmp_path / "back")
     got = sorted(str(p.relative_to(tmp_path / "back")) for p in (tmp_path / "back").rglob("*") if p.is_file())
-    assert got == ["plan.json", "sources/a/trajectories.jsonl"]
+    assert got == ["adapters/m/adapter.gguf", "plan.json", "sources/a/trajectories.jsonl"]
     assert (tmp_path / "back" / "sources" / "a" / "trajectories.jsonl").read_text() == '{"qid": "q1"}\n'
     stash.restore("s1", tmp_path / "back")  # again: the same files, nothing to do
     (tmp_path / "back" / "plan.json").write_text("changed")
