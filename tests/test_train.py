@@ -405,3 +405,23 @@ def test_sampling_questions_without_documents_leaves_no_training_directory(tmp_p
     with pytest.raises(MaragError, match="no documents to search"):
         asyncio.run(sample(TrainConfig(dataset=str(questions)), directory, progress=False))
     assert not directory.exists()
+
+
+def test_the_reply_loss_is_the_models_own_loss_without_the_prompts_logits():
+    torch = pytest.importorskip("torch")
+    from marag.train.finetune import reply_loss
+
+    model = _tiny_lora()
+    ids = torch.tensor([[5, 6, 7, 8, 9, 10, 0, 0], [11, 12, 13, 14, 15, 16, 17, 18]])
+    mask = torch.tensor([[1] * 6 + [0] * 2, [1] * 8])
+    labels = torch.tensor([[-100, -100, -100, 8, 9, 10, -100, -100], [-100] * 5 + [16, 17, 18]])
+    ours = reply_loss(model, ids, mask, labels)
+    ours.backward()
+    grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+    model.zero_grad()
+    theirs = model(input_ids=ids, attention_mask=mask, labels=labels).loss
+    theirs.backward()
+    assert torch.allclose(ours, theirs, atol=1e-6), (ours, theirs)
+    # the LoRA weights get the same gradient through the decoder alone
+    assert grads and any(g.abs().sum() > 0 for n, g in grads.items() if "lora_B" in n)
+    assert all(torch.allclose(g, dict(model.named_parameters())[n].grad, atol=1e-6) for n, g in grads.items())

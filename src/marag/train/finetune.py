@@ -179,7 +179,7 @@ def train_lora(
         ids = torch.tensor([i + [pad] * (width - len(i)) for i, _ in picked])
         labels = torch.tensor([lab + [-100] * (width - len(lab)) for _, lab in picked])
         mask = torch.tensor([[1] * len(i) + [0] * (width - len(i)) for i, _ in picked])
-        loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss
+        loss = reply_loss(model, ids, mask, labels)
         loss.backward()
         opt.step()
         opt.zero_grad()
@@ -189,6 +189,29 @@ def train_lora(
             save_checkpoint(model, opt, Path(out) / f"checkpoint-{step + 1}", losses)
     return {"steps": steps, "resumed_from": start, "optimizer_restored": restored,
             "first_loss": losses[0] if losses else None, "last_loss": losses[-1] if losses else None}  # fmt: skip
+
+
+def reply_loss(model, ids, mask, labels):
+    """The causal LM loss over the labelled tokens (the agent's own reply), with the
+    vocabulary's logits computed at those positions only.
+
+    The model's own loss computes logits for every position of every example first: with
+    Qwen's 152k-token vocabulary that is 4 x 1,024 x 152k floats a batch, ~2.5 GB, kept
+    again for its softmax and gradient, for prompts that carry no loss (a reply is ~5-15%
+    of an example's tokens). The mean cross-entropy over the same tokens is the same
+    number; a model whose logits are more than its output layer's product (a scale, a
+    soft cap) takes the model's own path."""
+    import torch
+
+    causal = model.get_base_model() if hasattr(model, "get_base_model") else model
+    cfg = causal.config
+    if getattr(cfg, "final_logit_softcapping", None) or getattr(cfg, "logit_scale", None):
+        return model(input_ids=ids, attention_mask=mask, labels=labels).loss
+    hidden = causal.get_decoder()(input_ids=ids, attention_mask=mask).last_hidden_state
+    targets = labels[:, 1:]  # position t predicts token t + 1
+    keep = targets != -100
+    logits = causal.get_output_embeddings()(hidden[:, :-1][keep]).float()
+    return torch.nn.functional.cross_entropy(logits, targets[keep])
 
 
 def save_checkpoint(model, opt, path: Path, losses: list[float]) -> None:
