@@ -6,7 +6,8 @@ pooled, paired against baselines, auto's routing read back, and the pooled chart
 
 A question is paired by its dataset and id, so runs of one strategy by different models
 (a teacher, a student as it came and tuned) compare when each run is given a label:
-`LABEL=RUN` names its strategies `LABEL:strategy`.
+`LABEL=RUN` names its strategies `LABEL:strategy`. Auto's routing lines and curve read
+unlabelled runs (the strategies `auto`, --first and --agent by their own names).
 
 For every strategy found in every run: n, F1 with its 95% bootstrap interval, the paired
 difference from each baseline (interval; better/worse counts), accuracy, gold pages in
@@ -34,34 +35,36 @@ from marag.eval.stats import mean_ci, paired_diff_ci
 from marag.train.router import auroc
 
 
-def question_key(run: Run, qid: str) -> str:
-    return f"{run.config['dataset']}/{qid}"
+def question_key(run: Run, qid: str) -> tuple[str, str]:
+    return run.config["dataset"], qid
 
 
 def pooled(runs: list[Run], labels: list[str | None] | None = None) -> dict[str, dict[str, ResultRecord]]:
     """strategy (`label:strategy` for a labelled run) -> (dataset/qid) -> record, for the
     strategies whose questions every dataset's runs answered."""
     labels = labels or [None] * len(runs)
-    out: dict[str, dict[str, ResultRecord]] = defaultdict(dict)
+    out: dict[str, dict[tuple[str, str], ResultRecord]] = defaultdict(dict)
     for run, label in zip(runs, labels):
         for r in run.results:
             key = question_key(run, r.qid)
             name = f"{label}:{r.strategy}" if label else r.strategy
             if key in out[name]:
-                raise SystemExit(f"{name} answers {key} in two runs: give each model's runs their own LABEL=RUN")
+                raise SystemExit(f"{name} answers {'/'.join(key)} in two runs: give each model's runs their own LABEL=RUN")
             out[name][key] = r
     datasets = {run.config["dataset"] for run in runs}
-    names = [s for s in out if {k.rsplit("/", 1)[0] for k in out[s]} == datasets]
+    names = [s for s in out if {dataset for dataset, _ in out[s]} == datasets]
     return {s: out[s] for s in names}
 
 
 def labelled(args: list[str]) -> tuple[list[Run], list[str | None]]:
-    """`LABEL=RUN` or `RUN` arguments: the runs and their labels."""
+    """`LABEL=RUN` or `RUN` arguments: the runs and their labels (a run directory whose
+    own name holds a `=` is a run, not a label)."""
     runs, labels = [], []
     for a in args:
         label, sep, path = a.partition("=")
-        runs.append(Run(Path(path if sep else a)))
-        labels.append(label if sep else None)
+        is_label = bool(sep) and "/" not in label and not Path(a).exists()
+        runs.append(Run(Path(path if is_label else a)))
+        labels.append(label if is_label else None)
     return runs, labels
 
 
@@ -144,18 +147,22 @@ def main() -> None:
     runs, labels = labelled(args.runs)
     groups = pooled(runs, labels)
     baselines = args.baselines.split(",")
+    if unknown := [b for b in baselines if b not in groups]:
+        raise SystemExit(f"--baselines: {', '.join(unknown)} not in every run (found: {', '.join(groups)})")
     models = {}
     for run, label in zip(runs, labels):
         models.setdefault(label, next((c.model for t in run.traces()[:1] for c in t.llm_calls()), "?"))
     model = ", ".join(f"{label}: {m}" if label else m for label, m in models.items())
     print(f"model `{model}`; retriever {runs[0].config.get('retriever') or 'hybrid'}; defaults; "
           f"{runs[0].config.get('concurrency')} in flight; machine seconds at {RATES.label()}\n")  # fmt: skip
-    for dataset, run in {run.config["dataset"]: run for run in runs}.items():
-        keys = sorted(k for k in set.intersection(*(set(g) for g in groups.values())) if k.startswith(dataset + "/"))
-        skip = run.config.get("skip", 0)
-        print(f"### {dataset} questions {skip + 1}-{skip + len(keys)}\n")
+    common = set.intersection(*(set(g) for g in groups.values()))
+    for dataset in dict.fromkeys(run.config["dataset"] for run in runs):
+        keys = sorted(k for k in common if k[0] == dataset)
+        slices = sorted({(r.config.get("skip", 0), r.config.get("limit", 0)) for r in runs if r.config["dataset"] == dataset})
+        where = ", ".join(f"{skip + 1}-{skip + limit}" if limit else f"{skip + 1}-end" for skip, limit in slices)
+        print(f"### {dataset}, questions {where}: n={len(keys)}\n")
         print("\n".join(table(groups, baselines, keys)) + "\n")
-    keys = sorted(set.intersection(*(set(g) for g in groups.values())))
+    keys = sorted(common)
     print(f"### pooled, n={len(keys)}\n")
     print("\n".join(table(groups, baselines, keys)) + "\n")
     for line in routing(groups, runs, keys, args.agent):

@@ -21,7 +21,9 @@ the target directory.
 from __future__ import annotations
 
 import argparse
+import gzip
 import io
+import re
 import sys
 import tarfile
 from pathlib import Path
@@ -31,13 +33,17 @@ KEPT = {".json", ".jsonl", ".toml", ".md", ".tsv", ".log", ".txt", ".csv", ".ggu
 SKIPPED_DIRS = {".marag", "__pycache__"}
 
 
+def _left_out(rel: Path) -> bool:
+    # indexes and caches are rebuilt; a checkpoint restored without its weights would be
+    # resumed from and fail (so an interrupted fine-tuning starts over after a restore)
+    return bool(SKIPPED_DIRS & set(rel.parts)) or any(part.startswith("checkpoint-") for part in rel.parts)
+
+
 def kept_files(root: Path, max_mb: float) -> list[Path]:
     out = []
     for path in sorted(root.rglob("*")):
         rel = path.relative_to(root)
-        # a checkpoint restored without its weights would be resumed from and fail
-        skipped = SKIPPED_DIRS & set(rel.parts) or any(part.startswith("checkpoint-") for part in rel.parts)
-        if not path.is_file() or path.suffix not in KEPT or skipped:
+        if path.is_symlink() or not path.is_file() or path.suffix not in KEPT or _left_out(rel):
             continue
         if path.stat().st_size > max_mb * 1e6:
             print(f"left out (over {max_mb} MB): {rel}", file=sys.stderr)
@@ -46,17 +52,25 @@ def kept_files(root: Path, max_mb: float) -> list[Path]:
     return out
 
 
+def _checked_name(name: str) -> str:
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", name):
+        raise SystemExit(f"stash name {name!r}: letters, digits, '.', '_' and '-' only")
+    return name
+
+
 def save(root: Path, name: str, max_mb: float) -> Path:
+    name = _checked_name(name)
     files = kept_files(root, max_mb)
     if not files:
         raise SystemExit(f"nothing to stash in {root}: no {', '.join(sorted(KEPT))} files")
     STASH.mkdir(exist_ok=True)
     out = STASH / f"{name}.tar.gz"
     tmp = out.with_suffix(".tmp")
-    with tarfile.open(tmp, "w:gz") as tar:
+    # no owners, modes or times, in the tar or the gzip header: the archive's bytes change
+    # only when the files do, so a save of an unchanged run adds nothing to the history
+    with open(tmp, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as gz, tarfile.open(fileobj=gz, mode="w") as tar:
         for path in files:
             data = path.read_bytes()
-            # no owners, modes or times: the archive changes only when the files do
             info = tarfile.TarInfo(str(path.relative_to(root)))
             info.size, info.mode = len(data), 0o644
             tar.addfile(info, io.BytesIO(data))
@@ -67,12 +81,12 @@ def save(root: Path, name: str, max_mb: float) -> Path:
 
 
 def restore(name: str, root: Path) -> None:
-    src = STASH / f"{name}.tar.gz"
+    src = STASH / f"{_checked_name(name)}.tar.gz"
     if not src.is_file():
         known = ", ".join(sorted(p.name.removesuffix(".tar.gz") for p in STASH.glob("*.tar.gz"))) or "none"
         raise SystemExit(f"no stash named {name!r} (stashed: {known})")
-    root.mkdir(parents=True, exist_ok=True)
-    written = 0
+    # every member checked before any is written: a refused stash leaves nothing half restored
+    todo: list[tuple[Path, bytes]] = []
     with tarfile.open(src, "r:gz") as tar:
         for member in tar.getmembers():
             target = (root / member.name).resolve()
@@ -83,10 +97,11 @@ def restore(name: str, root: Path) -> None:
                 if target.read_bytes() != data:
                     raise SystemExit(f"{target} exists and differs from the stash: move it away first")
                 continue
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(data)
-            written += 1
-    print(f"{root}: {written} files restored from {src.name}")
+            todo.append((target, data))
+    for target, data in todo:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data)
+    print(f"{root}: {len(todo)} files restored from {src.name}")
 
 
 def main() -> None:

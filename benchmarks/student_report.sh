@@ -49,6 +49,9 @@ case "${1:-all}" in
   students) students ;;
   readers) readers ;;
   tables) tables ;;
-  all) students; readers; tables ;;
+  all)
+    students
+    if [ -f "$READER" ]; then readers; else echo "no reader adapter at $READER: its runs are left out" >&2; fi
+    tables ;;
   *) echo "usage: $0 [students|readers|tables]" >&2; exit 2 ;;
 esac

@@ -14,7 +14,7 @@ from marag.eval.rundir import ResultRecord
 
 def _run(path: Path, dataset: str, f1s: dict[str, float]) -> Path:
     path.mkdir(parents=True)
-    (path / "config.json").write_text(json.dumps({"config": {"strategies": ["unirag"], "dataset": dataset, "skip": 40}}))
+    (path / "config.json").write_text(json.dumps({"config": {"strategies": ["unirag"], "dataset": dataset, "skip": 40, "limit": len(f1s)}}))
     rows = [ResultRecord(strategy="unirag", qid=q, prediction="x", answers=["x"], metrics={"f1": v},
                          cost={"prompt_tokens_evaluated": 600.0, "completion_tokens": 26.0}).line() for q, v in f1s.items()]  # fmt: skip
     (path / "results.jsonl").write_text("\n".join(rows) + "\n")
@@ -30,12 +30,15 @@ def test_labelled_runs_of_two_models_pair_by_dataset_and_question(tmp_path, caps
     runs, labels = pooled.labelled(args)
     groups = pooled.pooled(runs, labels)
     assert sorted(groups) == ["base:unirag", "tuned:unirag"]
-    assert sorted(groups["tuned:unirag"]) == ["hotpot/q1", "hotpot/q2", "wiki/q1"]
+    assert sorted(groups["tuned:unirag"]) == [("hotpot", "q1"), ("hotpot", "q2"), ("wiki", "q1")]
     monkeypatch.setattr("sys.argv", ["pooled.py", *args, "--baselines", "base:unirag"])
     pooled.main()
     out = capsys.readouterr().out
-    assert "### hotpot questions 41-42" in out and "### wiki questions 41-41" in out and "### pooled, n=3" in out
+    assert "### hotpot, questions 41-42: n=2" in out and "### wiki, questions 41-41: n=1" in out and "### pooled, n=3" in out
     tuned_pooled = [line for line in out.splitlines() if line.startswith("| tuned:unirag | 3 |")]
+    monkeypatch.setattr("sys.argv", ["pooled.py", *args, "--baselines", "unirag"])  # labelled: no bare "unirag"
+    with pytest.raises(SystemExit, match="--baselines: unirag not in every run"):
+        pooled.main()
     assert tuned_pooled and "+0.667" in tuned_pooled[0] and "2/0" in tuned_pooled[0]
     assert tuned_pooled[0].endswith("| 12.0 |")  # machine seconds: 600 evaluated / 60 + 26 generated / 13
 

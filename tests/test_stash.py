@@ -25,15 +25,20 @@ def test_a_run_round_trips_without_its_indexes_and_big_files(tmp_path, monkeypat
     (run / "adapters" / "m" / "checkpoint-20").mkdir(parents=True)
     (run / "adapters" / "m" / "checkpoint-20" / "trainer_state.json").write_text("{}")  # without its weights: left out
     (run / "adapters" / "m" / "adapter.gguf").write_bytes(b"GGUF")  # the trained adapter: kept
-    stash.save(run, "s1", max_mb=0.001)
+    first = stash.save(run, "s1", max_mb=0.001).read_bytes()
+    assert stash.save(run, "s1", max_mb=0.001).read_bytes() == first  # unchanged files: the same bytes
     stash.restore("s1", tmp_path / "back")
     got = sorted(str(p.relative_to(tmp_path / "back")) for p in (tmp_path / "back").rglob("*") if p.is_file())
     assert got == ["adapters/m/adapter.gguf", "plan.json", "sources/a/trajectories.jsonl"]
     assert (tmp_path / "back" / "sources" / "a" / "trajectories.jsonl").read_text() == '{"qid": "q1"}\n'
     stash.restore("s1", tmp_path / "back")  # again: the same files, nothing to do
     (tmp_path / "back" / "plan.json").write_text("changed")
+    (tmp_path / "back" / "sources" / "a" / "trajectories.jsonl").unlink()
     with pytest.raises(SystemExit, match="differs from the stash"):
         stash.restore("s1", tmp_path / "back")
+    assert not (tmp_path / "back" / "sources" / "a" / "trajectories.jsonl").exists()  # nothing half restored
+    with pytest.raises(SystemExit, match="letters, digits"):
+        stash.save(run, "../elsewhere", max_mb=1)
     with pytest.raises(SystemExit, match="no stash named 'nope'"):
         stash.restore("nope", tmp_path / "x")
 

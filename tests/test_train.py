@@ -425,3 +425,18 @@ def test_the_reply_loss_is_the_models_own_loss_without_the_prompts_logits():
     # the LoRA weights get the same gradient through the decoder alone
     assert grads and any(g.abs().sum() > 0 for n, g in grads.items() if "lora_B" in n)
     assert all(torch.allclose(g, dict(model.named_parameters())[n].grad, atol=1e-6) for n, g in grads.items())
+    with pytest.raises(ValueError, match="without any labelled token"):
+        reply_loss(model, ids, mask, torch.full_like(labels, -100))
+
+
+def test_an_architecture_not_known_plain_takes_the_models_own_loss(monkeypatch):
+    torch = pytest.importorskip("torch")
+    import marag.train.finetune as ft
+
+    model = _tiny_lora()
+    ids, mask = torch.tensor([[5, 6, 7, 8]]), torch.ones(1, 4, dtype=torch.long)
+    labels = torch.tensor([[-100, -100, 7, 8]])
+    calls = []
+    monkeypatch.setattr(ft, "PLAIN_OUTPUT", frozenset())
+    monkeypatch.setattr(model, "forward", lambda **kw: calls.append(kw) or type("Out", (), {"loss": torch.tensor(1.5)})())
+    assert ft.reply_loss(model, ids, mask, labels).item() == 1.5 and calls[0]["labels"] is labels

@@ -191,6 +191,11 @@ def train_lora(
             "first_loss": losses[0] if losses else None, "last_loss": losses[-1] if losses else None}  # fmt: skip
 
 
+# architectures whose logits are lm_head(last hidden state) and whose loss is the
+# cross-entropy alone (no logit scale or soft cap, no auxiliary router loss)
+PLAIN_OUTPUT = frozenset({"llama", "qwen2", "qwen3", "mistral"})
+
+
 def reply_loss(model, ids, mask, labels):
     """The causal LM loss over the labelled tokens (the agent's own reply), with the
     vocabulary's logits computed at those positions only.
@@ -199,17 +204,18 @@ def reply_loss(model, ids, mask, labels):
     Qwen's 152k-token vocabulary that is 4 x 1,024 x 152k floats a batch, ~2.5 GB, kept
     again for its softmax and gradient, for prompts that carry no loss (a reply is ~5-15%
     of an example's tokens). The mean cross-entropy over the same tokens is the same
-    number; a model whose logits are more than its output layer's product (a scale, a
-    soft cap) takes the model's own path."""
+    number. Only architectures whose logits are the output layer's product of the last
+    hidden state take this path (others scale, cap or add losses: the model's own)."""
     import torch
 
     causal = model.get_base_model() if hasattr(model, "get_base_model") else model
-    cfg = causal.config
-    if getattr(cfg, "final_logit_softcapping", None) or getattr(cfg, "logit_scale", None):
-        return model(input_ids=ids, attention_mask=mask, labels=labels).loss
-    hidden = causal.get_decoder()(input_ids=ids, attention_mask=mask).last_hidden_state
     targets = labels[:, 1:]  # position t predicts token t + 1
     keep = targets != -100
+    if not keep.any():  # _encode keeps only examples with a reply: a batch without one is a bug
+        raise ValueError("a training batch without any labelled token")
+    if causal.config.model_type not in PLAIN_OUTPUT:
+        return model(input_ids=ids, attention_mask=mask, labels=labels).loss
+    hidden = causal.get_decoder()(input_ids=ids, attention_mask=mask, use_cache=False).last_hidden_state
     logits = causal.get_output_embeddings()(hidden[:, :-1][keep]).float()
     return torch.nn.functional.cross_entropy(logits, targets[keep])
 

@@ -27,6 +27,7 @@ import hashlib
 import json
 from collections import Counter
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -74,14 +75,16 @@ def _gold_in(golds: list[str], prompt: str) -> str | None:
     return None
 
 
+@dataclass(slots=True)
 class _Answered:
     """One answered question as the reads need it: its gold answers, the answer given,
-    and the trace of how it was given."""
+    the trace of how it was given, and where it came from (run, or source/trajectory)."""
 
-    __slots__ = ("qid", "answers", "prediction", "trace", "origin")
-
-    def __init__(self, qid: str, answers: list[str], prediction: str, trace: Trace, origin: str):
-        self.qid, self.answers, self.prediction, self.trace, self.origin = qid, answers, prediction, trace, origin
+    qid: str
+    answers: list[str]
+    prediction: str
+    trace: Trace
+    origin: str
 
 
 def _trajectory_files(directory: Path) -> list[Path]:
