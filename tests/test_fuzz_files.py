@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -36,6 +37,7 @@ from hypothesis import strategies as st  # noqa: E402
 
 from marag.corpus import load_corpus, load_questions  # noqa: E402
 from marag.errors import CorpusError, MaragError  # noqa: E402
+from marag.index.uri import opened_index  # noqa: E402
 
 # MARAG_FUZZ_EXAMPLES raises the count for a longer search (the suite's stays fixed and derandomized)
 FUZZ = settings(max_examples=int(os.environ.get("MARAG_FUZZ_EXAMPLES", "80")), deadline=None, derandomize=True, database=None,
@@ -321,17 +323,22 @@ def test_an_exception_during_a_rebuild_leaves_the_previous_index(tmp_path, marag
     assert not [p.name for p in cli_index.parent.iterdir() if ".building-" in p.name or ".old-" in p.name]
 
 
-def test_marag_index_killed_during_a_rebuild_leaves_the_previous_index(tmp_path, cli_index):
+def test_marag_index_killed_during_a_rebuild_leaves_a_whole_index(tmp_path, cli_index):
     """SIGKILL at several moments of a rebuild (a corpus big enough to take a moment):
-    each time, the index at --out is the previous one, whole and searchable."""
+    each time the index at --out is whole and searchable: the previous one while the new
+    one was being built, or the new one when the kill came after the swap (the process
+    deleting the old copy or exiting); never a mix, never nothing."""
     before = _index_state(cli_index)
     big = tmp_path / "big.jsonl"
     with big.open("w") as f:
         for i in range(20_000):
             f.write(json.dumps({"id": f"d{i}", "text": f"document {i} about topic {i % 97} " + "filler words here " * 20}) + "\n")
     cmd = [sys.executable, "-m", "marag.cli", "index", str(big), "--out", str(cli_index), "--overwrite", "--retrievers", "bm25", "--quiet"]
-    killed_while_building = 0
+    kept_while_building = 0
     for delay in (0.0, 0.5, 1.5, 3.0):
+        for p in cli_index.parent.iterdir():  # a killed build leaves its directory: it must not start the clock
+            if ".building-" in p.name:
+                shutil.rmtree(p)
         proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + 60
         # wait for the build directory to appear, then `delay` more seconds, then kill
@@ -340,16 +347,22 @@ def test_marag_index_killed_during_a_rebuild_leaves_the_previous_index(tmp_path,
                 break
             time.sleep(0.01)
         time.sleep(delay)
-        building = any(".building-" in p.name for p in cli_index.parent.iterdir())
         if proc.poll() is None:
             os.kill(proc.pid, signal.SIGKILL)
-            killed_while_building += building
         proc.wait()
-        if proc.returncode != -signal.SIGKILL:  # it finished first: the new index replaced the old one, whole
-            assert proc.returncode == 0
-            break
-        assert _index_state(cli_index) == before
-    assert killed_while_building >= 1, "no kill landed during the build: make the corpus bigger"
+        assert proc.returncode in (0, -signal.SIGKILL)
+        state = _index_state(cli_index)
+        if state == before:
+            assert proc.returncode == -signal.SIGKILL  # a finished build replaced the index
+            kept_while_building += 1
+            continue
+        # the new index, whole: every document of the new corpus, found by a search
+        manifest = json.loads(state[0])
+        assert manifest["counts"]["documents"] == 20_000, manifest["counts"]
+        with opened_index(cli_index) as index:
+            assert index.retriever().search("topic 42", k=3)
+        break
+    assert kept_while_building >= 1, "no kill landed during the build: make the corpus bigger"
 
 
 def test_a_document_with_empty_text_is_kept_and_gives_no_chunk(tmp_path):
