@@ -11,11 +11,12 @@ time. Every stage of marag resumes from its files, so committing those files is 
     marag train run plan.toml --dir /work/runs/student1   # goes on where it stopped
 
 What is kept: the text files a stage resumes from or reports (JSON, JSONL, TOML,
-Markdown, TSV, logs) and LoRA adapters in llama.cpp's form (`adapter.gguf`: half an hour
-of fine-tuning, tens of MB). Left out: the indexes and caches a run rebuilds from its
-data (`.marag/`, numpy arrays), the trainer's own checkpoints, and any file over
---max-mb. Restoring refuses to overwrite a file that differs, and never writes outside
-the target directory.
+Markdown, TSV, logs), LoRA adapters in llama.cpp's form (`adapter.gguf`: half an hour of
+fine-tuning, tens of MB), and the last checkpoint of each fine-tuning whole (its adapter
+weights and optimizer state: an interrupted fine-tuning goes on from it). Left out: the
+indexes and caches a run rebuilds from its data (`.marag/`, numpy arrays), the earlier
+checkpoints, and any file over --max-mb. Restoring refuses to overwrite a file that
+differs, and never writes outside the target directory.
 """
 
 from __future__ import annotations
@@ -33,18 +34,38 @@ KEPT = {".json", ".jsonl", ".toml", ".md", ".tsv", ".log", ".txt", ".csv", ".ggu
 SKIPPED_DIRS = {".marag", "__pycache__"}
 
 
-def _left_out(rel: Path) -> bool:
-    # indexes and caches are rebuilt; a checkpoint restored without its weights would be
-    # resumed from and fail (so an interrupted fine-tuning starts over after a restore)
-    return bool(SKIPPED_DIRS & set(rel.parts)) or any(part.startswith("checkpoint-") for part in rel.parts)
+CHECKPOINT_FILES = {".safetensors", ".pt"}  # a trainer checkpoint's weights and optimizer state
+
+
+def _last_checkpoints(root: Path) -> set[Path]:
+    """The newest `checkpoint-N` of each fine-tuning folder (`finetune` resumes from it)."""
+    newest: dict[Path, Path] = {}
+    for ckpt in root.rglob("checkpoint-*"):
+        step = ckpt.name.removeprefix("checkpoint-")
+        if ckpt.is_dir() and step.isdigit():  # not a torn "checkpoint-N.tmp"
+            best = newest.get(ckpt.parent)
+            if best is None or int(step) > int(best.name.removeprefix("checkpoint-")):
+                newest[ckpt.parent] = ckpt
+    return set(newest.values())
+
+
+def _kept(path: Path, root: Path, last: set[Path]) -> bool:
+    rel = path.relative_to(root)
+    if SKIPPED_DIRS & set(rel.parts):  # indexes and caches: rebuilt from the data
+        return False
+    ckpt = next((parent for parent in path.parents if parent.name.startswith("checkpoint-")), None)
+    if ckpt is not None:  # only the newest checkpoint, whole: one without its weights would fail to resume
+        return ckpt in last and path.suffix in KEPT | CHECKPOINT_FILES
+    return path.suffix in KEPT
 
 
 def kept_files(root: Path, max_mb: float) -> list[Path]:
     out = []
+    last = _last_checkpoints(root)
     for path in sorted(root.rglob("*")):
-        rel = path.relative_to(root)
-        if path.is_symlink() or not path.is_file() or path.suffix not in KEPT or _left_out(rel):
+        if path.is_symlink() or not path.is_file() or not _kept(path, root, last):
             continue
+        rel = path.relative_to(root)
         if path.stat().st_size > max_mb * 1e6:
             print(f"left out (over {max_mb} MB): {rel}", file=sys.stderr)
             continue

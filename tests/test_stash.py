@@ -22,14 +22,21 @@ def test_a_run_round_trips_without_its_indexes_and_big_files(tmp_path, monkeypat
     (run / ".marag" / "index.json").write_text("{}")  # rebuilt from the data: left out
     (run / "vectors.npy").write_bytes(b"\0" * 10)  # not a text file: left out
     (run / "big.jsonl").write_text("x" * 2_000)  # over --max-mb: left out
-    (run / "adapters" / "m" / "checkpoint-20").mkdir(parents=True)
-    (run / "adapters" / "m" / "checkpoint-20" / "trainer_state.json").write_text("{}")  # without its weights: left out
+    for step in (20, 40):  # the newest checkpoint is kept whole, weights and optimizer state; the older left out
+        ckpt = run / "adapters" / "m" / f"checkpoint-{step}"
+        ckpt.mkdir(parents=True)
+        (ckpt / "state.json").write_text("{}")
+        (ckpt / "adapter_model.safetensors").write_bytes(b"w")
+        (ckpt / "optimizer.pt").write_bytes(b"o")
+    (run / "vectors.pt").write_bytes(b"x")  # a .pt outside a checkpoint: left out
     (run / "adapters" / "m" / "adapter.gguf").write_bytes(b"GGUF")  # the trained adapter: kept
     first = stash.save(run, "s1", max_mb=0.001).read_bytes()
     assert stash.save(run, "s1", max_mb=0.001).read_bytes() == first  # unchanged files: the same bytes
     stash.restore("s1", tmp_path / "back")
     got = sorted(str(p.relative_to(tmp_path / "back")) for p in (tmp_path / "back").rglob("*") if p.is_file())
-    assert got == ["adapters/m/adapter.gguf", "plan.json", "sources/a/trajectories.jsonl"]
+    assert got == ["adapters/m/adapter.gguf", "adapters/m/checkpoint-40/adapter_model.safetensors",
+                   "adapters/m/checkpoint-40/optimizer.pt", "adapters/m/checkpoint-40/state.json",
+                   "plan.json", "sources/a/trajectories.jsonl"]  # fmt: skip
     assert (tmp_path / "back" / "sources" / "a" / "trajectories.jsonl").read_text() == '{"qid": "q1"}\n'
     stash.restore("s1", tmp_path / "back")  # again: the same files, nothing to do
     (tmp_path / "back" / "plan.json").write_text("changed")
