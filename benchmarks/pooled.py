@@ -35,15 +35,18 @@ from marag.eval.stats import mean_ci, paired_diff_ci
 from marag.train.router import auroc
 
 
-def question_key(run: Run, qid: str) -> tuple[str, str]:
+Key = tuple[str, str]  # (dataset, qid): a question, whichever run answered it
+
+
+def question_key(run: Run, qid: str) -> Key:
     return run.config["dataset"], qid
 
 
-def pooled(runs: list[Run], labels: list[str | None] | None = None) -> dict[str, dict[str, ResultRecord]]:
-    """strategy (`label:strategy` for a labelled run) -> (dataset/qid) -> record, for the
+def pooled(runs: list[Run], labels: list[str | None] | None = None) -> dict[str, dict[Key, ResultRecord]]:
+    """strategy (`label:strategy` for a labelled run) -> (dataset, qid) -> record, for the
     strategies whose questions every dataset's runs answered."""
     labels = labels or [None] * len(runs)
-    out: dict[str, dict[tuple[str, str], ResultRecord]] = defaultdict(dict)
+    out: dict[str, dict[Key, ResultRecord]] = defaultdict(dict)
     for run, label in zip(runs, labels):
         for r in run.results:
             key = question_key(run, r.qid)
@@ -72,7 +75,7 @@ def f1(r: ResultRecord) -> float:
     return r.metrics.get("f1", 0.0) if r.error is None else 0.0
 
 
-def row(name: str, recs: dict[str, ResultRecord], base: dict[str, dict[str, ResultRecord]], keys: list[str]) -> str:
+def row(name: str, recs: dict[Key, ResultRecord], base: dict[str, dict[Key, ResultRecord]], keys: list[Key]) -> str:
     vals = [f1(recs[k]) for k in keys]
     m, lo, hi = mean_ci(vals)
     cells = [name, str(len(keys)), f"{m:.3f} [{lo:.3f}, {hi:.3f}]"]
@@ -94,7 +97,7 @@ def row(name: str, recs: dict[str, ResultRecord], base: dict[str, dict[str, Resu
     return "| " + " | ".join(cells) + " |"
 
 
-def table(groups: dict[str, dict[str, ResultRecord]], baselines: list[str], keys: list[str]) -> list[str]:
+def table(groups: dict[str, dict[Key, ResultRecord]], baselines: list[str], keys: list[Key]) -> list[str]:
     base = {b: groups[b] for b in baselines if b in groups}
     head = ["strategy", "n", "F1 [95%]"] + [f"F1 − {b} [95%] better/worse" for b in base]
     head += ["accuracy", "gold pages read", "sent on", "calls/q", "evaluated prompt tok/q", "generated tok/q", "s/q"]
@@ -102,7 +105,7 @@ def table(groups: dict[str, dict[str, ResultRecord]], baselines: list[str], keys
     return lines + [row(name, recs, base, keys) for name, recs in groups.items()]
 
 
-def routing(groups: dict[str, dict[str, ResultRecord]], runs: list[Run], keys: list[str], agent: str) -> list[str]:
+def routing(groups: dict[str, dict[Key, ResultRecord]], runs: list[Run], keys: list[Key], agent: str) -> list[str]:
     """Auto's router on these questions, read from its route steps."""
     if "auto" not in groups:
         return []

@@ -32,21 +32,16 @@ from pathlib import Path
 STASH = Path(__file__).resolve().parent / "stash"
 KEPT = {".json", ".jsonl", ".toml", ".md", ".tsv", ".log", ".txt", ".csv", ".gguf"}
 SKIPPED_DIRS = {".marag", "__pycache__"}
-
-
 CHECKPOINT_FILES = {".safetensors", ".pt"}  # a trainer checkpoint's weights and optimizer state
 
 
 def _last_checkpoints(root: Path) -> set[Path]:
-    """The newest `checkpoint-N` of each fine-tuning folder (`finetune` resumes from it)."""
-    newest: dict[Path, Path] = {}
-    for ckpt in root.rglob("checkpoint-*"):
-        step = ckpt.name.removeprefix("checkpoint-")
-        if ckpt.is_dir() and step.isdigit():  # not a torn "checkpoint-N.tmp"
-            best = newest.get(ckpt.parent)
-            if best is None or int(step) > int(best.name.removeprefix("checkpoint-")):
-                newest[ckpt.parent] = ckpt
-    return set(newest.values())
+    """The newest `checkpoint-N` of each fine-tuning folder: the one `finetune` resumes
+    from, by its own rule (`marag.train.finetune._checkpoints`, torn saves left out)."""
+    from marag.train.finetune import _checkpoints
+
+    folders = {p.parent for p in root.rglob("checkpoint-*")}
+    return {found[-1] for folder in folders if (found := _checkpoints(folder))}
 
 
 def _kept(path: Path, root: Path, last: set[Path]) -> bool:

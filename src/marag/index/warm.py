@@ -46,5 +46,6 @@ def warm_kernels() -> list[str]:
                 search_each("bm25", IndexConfig(retrievers=["bm25"]))
     return list(dict.fromkeys(warmed))
 
+
 if __name__ == "__main__":
     print("retrieval kernels ready:", ", ".join(warm_kernels()) or "none")
